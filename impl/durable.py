@@ -1,0 +1,237 @@
+"""The durability seam: every durability syscall the store makes passes through here.
+
+Rules of this file: file and directory fsync, no-replace rename, kernel locks, durable
+mkdir and unlink, and the filesystem-type query live here and nowhere else. Each operation
+announces itself to an optional observer before and after the syscall, so tests can inject
+failures (by raising ``OSError`` from the observer) and the crash simulator can number
+boundaries. The observer is test-only: production code never installs one. Operations
+raise plain ``OSError``; callers decide which typed error that becomes. This module
+imports nothing from the rest of the package.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from typing import Final, Literal
+
+Phase = Literal["before", "after"]
+Observer = Callable[[Phase, str, str], None]
+"""``observer(phase, operation, target)``; raising from ``before`` makes the operation fail."""
+
+_observer: Observer | None = None
+
+
+def _install_observer(observer: Observer | None) -> Observer | None:
+    """Test seam: install ``observer`` (or remove it with None); returns the previous one."""
+    global _observer
+    previous, _observer = _observer, observer
+    return previous
+
+
+def _before(operation: str, target: str) -> None:
+    if _observer is not None:
+        _observer("before", operation, target)
+
+
+def _after(operation: str, target: str) -> None:
+    if _observer is not None:
+        _observer("after", operation, target)
+
+
+# --- synchronization ---------------------------------------------------------------------
+
+
+def fsync_fd(fd: int, label: str) -> None:
+    """fsync an already open descriptor (used for the database file, whose descriptors must
+    not be opened and closed while SQLite holds locks on it)."""
+    _before("fsync_file", label)
+    os.fsync(fd)
+    _after("fsync_file", label)
+
+
+def fsync_file(path: str) -> None:
+    """Open ``path`` read-only, fsync it and close it. Never use on a live database file."""
+    _before("fsync_file", path)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _after("fsync_file", path)
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so that entries created, renamed or removed in it are durable."""
+    _before("fsync_dir", path)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _after("fsync_dir", path)
+
+
+# --- creation and removal ------------------------------------------------------------------
+
+
+def mkdir(path: str, mode: int = 0o700) -> None:
+    """Create a directory and fsync its parent. Refuses an existing entry (FileExistsError)."""
+    _before("mkdir", path)
+    os.mkdir(path, mode)
+    fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _after("mkdir", path)
+
+
+def unlink(path: str) -> None:
+    """Remove a file (not a directory) and fsync its parent."""
+    _before("unlink", path)
+    os.unlink(path)
+    fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _after("unlink", path)
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory tree made of plain files and directories (never following links),
+    then fsync the parent of ``path``. Used for the store's own disposable directories."""
+    _before("remove_tree", path)
+    for dirpath, dirnames, filenames in os.walk(path, topdown=False):
+        for name in filenames:
+            os.unlink(os.path.join(dirpath, name))
+        for name in dirnames:
+            child = os.path.join(dirpath, name)
+            if os.path.islink(child):
+                os.unlink(child)
+            else:
+                os.rmdir(child)
+    os.rmdir(path)
+    fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _after("remove_tree", path)
+
+
+# --- no-replace rename ---------------------------------------------------------------------
+
+_AT_FDCWD: Final = -100
+_RENAME_NOREPLACE: Final = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_renameat2 = getattr(_libc, "renameat2", None)
+if _renameat2 is not None:
+    _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+    _renameat2.argtypes += [ctypes.c_uint]
+    _renameat2.restype = ctypes.c_int
+
+
+def rename_noreplace(source: str, destination: str) -> None:
+    """Atomically rename ``source`` to ``destination`` only if nothing exists there.
+
+    Raises FileExistsError for any existing destination (file, empty or populated
+    directory), leaving both untouched. Where the platform cannot refuse replacement
+    (no renameat2, or EINVAL/ENOSYS/EPERM) raises ``OSError`` with that errno: callers
+    must refuse, never fall back to a replacing rename. Does not fsync; see
+    :func:`fsync_dir`.
+    """
+    _before("rename_noreplace", f"{source} -> {destination}")
+    if _renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available", destination)
+    result = _renameat2(
+        _AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(destination), _RENAME_NOREPLACE
+    )
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), destination)
+    _after("rename_noreplace", f"{source} -> {destination}")
+
+
+# --- kernel locks --------------------------------------------------------------------------
+
+
+def flock(fd: int, label: str, *, exclusive: bool = True, timeout: float = 0.0) -> bool:
+    """Take a flock on ``fd``, polling until ``timeout`` seconds have passed.
+
+    Returns True when taken, False on contention past the timeout; other failures raise.
+    """
+    operation = "flock_exclusive" if exclusive else "flock_shared"
+    _before(operation, label)
+    mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, mode)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+    _after(operation, label)
+    return True
+
+
+def funlock(fd: int, label: str) -> None:
+    """Release a flock taken with :func:`flock`."""
+    _before("funlock", label)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    _after("funlock", label)
+
+
+def posix_lock(fd: int, label: str, *, lock: bool) -> bool:
+    """Take (``lock=True``) or release a POSIX record lock on byte 0 without waiting.
+
+    Returns False when another process holds a conflicting lock. POSIX record locks belong
+    to the process: closing any descriptor of the file drops them.
+    """
+    operation = "posix_lock" if lock else "posix_unlock"
+    _before(operation, label)
+    try:
+        fcntl.lockf(fd, (fcntl.LOCK_EX | fcntl.LOCK_NB) if lock else fcntl.LOCK_UN, 1, 0)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    _after(operation, label)
+    return True
+
+
+# --- filesystem type -----------------------------------------------------------------------
+
+NETWORK_FILESYSTEMS: Final[dict[int, str]] = {
+    0x6969: "NFS",
+    0x517B: "SMB",
+    0xFF534D42: "CIFS",
+    0xFE534D42: "SMB2",
+    0x5346414F: "AFS",
+    0x6B414653: "kAFS",
+    0x00C36400: "Ceph",
+    0x73757245: "Coda",
+    0x564C: "NCP",
+    0x01021997: "9P",
+}
+
+_statfs = getattr(_libc, "statfs", None)
+
+
+def filesystem_magic(path: str) -> int:
+    """The Linux ``statfs`` f_type of the filesystem holding ``path`` (as unsigned 32 bits)."""
+    if _statfs is None:
+        raise OSError(errno.ENOSYS, "statfs is not available", path)
+    buffer = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on x86_64
+    if _statfs(os.fsencode(path), buffer) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), path)
+    f_type = ctypes.c_long.from_buffer(buffer).value
+    return f_type & 0xFFFFFFFF

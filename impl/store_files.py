@@ -1,0 +1,152 @@
+"""The store's files on disk: where they are, what they must be, and who holds them.
+
+Rules of this file: checks paths with ``lstat`` only (never opening the database or its
+sidecars, whose close would drop SQLite's POSIX locks held elsewhere in this process),
+holds the initialization lock, and keeps one process-wide descriptor per database file
+for fsync, opened before the process's first connection to it and closed after its last.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+from typing import Final
+
+from runstore import durable
+from runstore.errors import BusyError, UnsafePathError, UnsupportedFilesystemError
+
+DATABASE_NAME: Final = "run.sqlite3"
+SIDECAR_NAMES: Final = ("run.sqlite3-wal", "run.sqlite3-shm")
+INIT_LOCK_NAME: Final = ".run-store-init.lock"
+INIT_LOCK_TIMEOUT_S: Final = 5.0
+
+
+def checked_root(root: object) -> str:
+    """The root as a string path, refused (UnsafePathError) unless it is an existing,
+    absolute directory that is not itself a symbolic link."""
+    if not isinstance(root, str | os.PathLike):
+        raise UnsafePathError(f"the store root must be a path, not {type(root).__name__}")
+    path = os.fspath(root)
+    if isinstance(path, bytes):
+        raise UnsafePathError("the store root must be a text path")
+    if not os.path.isabs(path):
+        raise UnsafePathError(f"the store root must be absolute: {path!r}")
+    if "\x00" in path:
+        raise UnsafePathError("the store root contains a NUL character")
+    path = os.path.normpath(path)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise UnsafePathError(f"the store root does not exist: {path}") from None
+    except OSError as exc:
+        raise UnsafePathError(f"cannot inspect the store root {path}: {exc}") from exc
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafePathError(f"the store root is a symbolic link: {path}")
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafePathError(f"the store root is not a directory: {path}")
+    return path
+
+
+def check_filesystem(root: str) -> None:
+    """Refuse recognized network filesystems (UnsupportedFilesystemError)."""
+    try:
+        magic = durable.filesystem_magic(root)
+    except OSError as exc:
+        raise UnsupportedFilesystemError(
+            f"cannot identify the filesystem of {root}: {exc}"
+        ) from exc
+    name = durable.NETWORK_FILESYSTEMS.get(magic)
+    if name is not None:
+        raise UnsupportedFilesystemError(
+            f"{root} is on {name} (statfs magic {magic:#x}); network filesystems are refused"
+        )
+
+
+def check_store_files(root: str) -> None:
+    """Each existing store file (database, sidecars, lock file) must be a regular file and
+    not a symbolic link (UnsafePathError). Missing files are fine."""
+    for name in (DATABASE_NAME, *SIDECAR_NAMES, INIT_LOCK_NAME):
+        path = os.path.join(root, name)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            raise UnsafePathError(f"{name} is a symbolic link: {path}")
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafePathError(f"{name} is not a regular file: {path}")
+
+
+class InitLock:
+    """The persistent ``.run-store-init.lock``, held exclusively (flock) while opening.
+
+    The file is created once and never deleted, so no process can lock a replacement inode.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.path = os.path.join(root, INIT_LOCK_NAME)
+        self._root = root
+        self._fd: int | None = None
+
+    def __enter__(self) -> InitLock:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self.path, flags, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePathError(f"{INIT_LOCK_NAME} is a symbolic link") from exc
+            raise UnsafePathError(f"cannot open {self.path}: {exc}") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnsafePathError(f"{INIT_LOCK_NAME} is not a regular file")
+            if not durable.flock(fd, self.path, timeout=INIT_LOCK_TIMEOUT_S):
+                raise BusyError(f"another process held {INIT_LOCK_NAME} for 5 s")
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing releases the flock
+
+
+class _DatabaseDescriptors:
+    """Process-wide, reference-counted read-only descriptors of database files."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[int]] = {}  # path -> [fd, references]
+
+    def acquire(self, path: str) -> int:
+        with self._lock:
+            entry = self._entries.get(path)
+            if entry is None:
+                flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                try:
+                    fd = os.open(path, flags, 0o600)
+                except OSError as exc:
+                    raise UnsafePathError(f"cannot open the database file {path}: {exc}") from exc
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    raise UnsafePathError(f"the database is not a regular file: {path}")
+                entry = self._entries[path] = [fd, 0]
+            entry[1] += 1
+            return entry[0]
+
+    def release(self, path: str) -> None:
+        """Drop one reference; the last one closes the descriptor. Call only after this
+        holder's SQLite connection to the file is closed."""
+        with self._lock:
+            entry = self._entries[path]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._entries[path]
+                os.close(entry[0])
+
+
+database_descriptors = _DatabaseDescriptors()
