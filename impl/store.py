@@ -10,9 +10,21 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable, Sequence
 from types import TracebackType
+from typing import TypeVar
 
-from runstore import durable, probes, schema_check, sql, store_files
+from runstore import (
+    durable,
+    finalization,
+    probes,
+    registration,
+    reservation,
+    schema_check,
+    sql,
+    store_files,
+)
+from runstore.enums import AttemptState
 from runstore.errors import (
     DatabaseError,
     DurabilityError,
@@ -21,7 +33,27 @@ from runstore.errors import (
     UnknownSchemaVersionError,
     UnversionedDatabaseError,
 )
+from runstore.guards import (
+    ClaimDisposition,
+    LeaseRequest,
+    OwnedAttempt,
+    RetryAuthorization,
+    TerminalAttempt,
+    TerminalOutcome,
+)
+from runstore.history import CommittedEvent
+from runstore.records import (
+    ApplicabilityDecision,
+    ArtifactRegistration,
+    AttemptSlot,
+    Observation,
+    ObservationSlot,
+    ResolvedRun,
+)
 from runstore.schema_sql import RUN_STORE_SCHEMA_VERSION
+
+T = TypeVar("T")
+Subscriber = Callable[[CommittedEvent], None]
 
 
 class RunStore:
@@ -32,6 +64,7 @@ class RunStore:
         self._root = root
         self._database_path = database_path
         self._connection: sqlite3.Connection | None = connection
+        self._subscribers: list[Subscriber] = []
 
     @property
     def root(self) -> str:
@@ -91,6 +124,112 @@ class RunStore:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    # --- the transactional writer -----------------------------------------------------------
+    # Each method is exactly one BEGIN IMMEDIATE transaction and returns only after COMMIT;
+    # any error rolls back every write of the call. Events reach subscribers after commit.
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Call ``subscriber`` with each event this handle commits, after its commit, in
+        sequence order. A rolled-back operation delivers nothing."""
+        self._subscribers.append(subscriber)
+
+    def register_one_shot(
+        self,
+        candidate: ApplicabilityDecision,
+        run: ResolvedRun,
+        attempt_slot: AttemptSlot,
+        observation_slot: ObservationSlot,
+    ) -> str:
+        """Register the resolved one-shot records and their membership; returns the attempt
+        slot id. Identical re-registration is a no-op; refusals: invalid_record,
+        observation_slot_mismatch, registration_conflict."""
+        return self._write(
+            lambda c: (
+                registration.register_one_shot(c, candidate, run, attempt_slot, observation_slot),
+                (),
+            )
+        )
+
+    def reserve(
+        self,
+        slot_id: str,
+        authorization: RetryAuthorization,
+        lease: LeaseRequest,
+        now_ns: int,
+    ) -> OwnedAttempt:
+        """Allocate the slot's next retry under ``lease``: the attempt, its reservation
+        lease, the attempt_reserved event and the revision-0 transition, together."""
+        return self._write(
+            lambda c: _one_event(reservation.reserve(c, slot_id, authorization, lease, now_ns))
+        )
+
+    def advance(self, attempt: OwnedAttempt, phase: AttemptState, now_ns: int) -> OwnedAttempt:
+        """Move an owned attempt one legal execution edge to ``phase``."""
+        return self._write(lambda c: _one_event(reservation.advance(c, attempt, phase, now_ns)))
+
+    def renew(self, attempt: OwnedAttempt, expires_at_ns: int, now_ns: int) -> OwnedAttempt:
+        """Extend the reservation, any owned claim lease and live staging leases together,
+        never shortening; returns the same guard."""
+        return self._write(lambda c: (reservation.renew(c, attempt, expires_at_ns, now_ns), ()))
+
+    def begin_finalization(
+        self, attempt: OwnedAttempt, lease: LeaseRequest, now_ns: int
+    ) -> ClaimDisposition:
+        """Enter finalizing and record the committed claim decision (claimed or
+        superseded)."""
+        return self._write(
+            lambda c: _one_event(finalization.begin_finalization(c, attempt, lease, now_ns))
+        )
+
+    def register_observation(
+        self,
+        attempt: OwnedAttempt,
+        observation: Observation,
+        artifact: ArtifactRegistration,
+        select: bool,
+        now_ns: int,
+    ) -> OwnedAttempt:
+        """Register a published observation and its artifact, optionally selecting it under
+        the attempt's claim (an earlier selection is preserved)."""
+        return self._write(
+            lambda c: (
+                finalization.register_observation(
+                    c, attempt, observation, artifact, select, now_ns
+                ),
+                (),
+            )
+        )
+
+    def commit_finalization(
+        self,
+        attempt: OwnedAttempt,
+        outcome: TerminalOutcome,
+        artifact: ArtifactRegistration,
+        references: Sequence[tuple[str, str]],
+        now_ns: int,
+    ) -> TerminalAttempt:
+        """Register the final attempt artifact and references, append the terminal event and
+        transition, delete the claim and release the attempt's leases, together."""
+        return self._write(
+            lambda c: _one_event(
+                finalization.commit_finalization(c, attempt, outcome, artifact, references, now_ns)
+            )
+        )
+
+    def _write(
+        self, operation: Callable[[sqlite3.Connection], tuple[T, Sequence[CommittedEvent]]]
+    ) -> T:
+        connection = self._require_connection()
+        try:
+            with sql.immediate_transaction(connection):
+                result, events = operation(connection)
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"the transaction was rolled back: {exc}") from exc
+        for event in events:
+            for subscriber in self._subscribers:
+                subscriber(event)
+        return result
 
     def _require_connection(self) -> sqlite3.Connection:
         if self._connection is None:
@@ -158,6 +297,10 @@ def _create_schema(connection: sqlite3.Connection) -> bool:
             raise UnversionedDatabaseError("the database changed while it was being created")
         schema_check.create_schema_in_transaction(connection)
     return True
+
+
+def _one_event(result: tuple[T, CommittedEvent]) -> tuple[T, tuple[CommittedEvent]]:
+    return result[0], (result[1],)
 
 
 __all__ = ["RunStore", "RunStoreError"]

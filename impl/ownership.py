@@ -1,0 +1,189 @@
+"""Reading an attempt's coordination rows and running the guarded check sequence.
+
+Rules of this file: every function runs inside the caller's open write transaction and
+never commits. The guarded check sequence is the model's (``runstore.model.guard``), in
+the same order with the same codes, re-expressed over SQL; the lockstep tests hold the two
+together. Expiry is exclusive, and the effective now is the caller's clock clamped up to
+the attempt's preceding transition time.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+import attrs
+from runstore import sql
+from runstore.enums import TERMINAL_STATES, AttemptState
+from runstore.errors import (
+    AttemptTerminalError,
+    ClaimExpiredError,
+    LeaseExpiredError,
+    LeaseMismatchError,
+    LeaseReleasedError,
+    OutOfRangeError,
+    OwnerMismatchError,
+    RunStoreError,
+    StaleRevisionError,
+    UnknownSlotError,
+)
+from runstore.guards import OwnedAttempt
+
+MAX_NS = 2**63 - 1
+MAX_INDEX = 2**53 - 1
+
+
+@attrs.frozen(kw_only=True)
+class AttemptRecord:
+    """The projection columns of one ``attempts`` row."""
+
+    id: str
+    slot_id: str
+    retry_index: int
+    state: AttemptState
+    revision: int
+    started_at_ns: int
+    updated_at_ns: int
+
+
+@attrs.frozen(kw_only=True)
+class LeaseRecord:
+    """The authority columns of one ``leases`` row."""
+
+    id: str
+    owner_token: str
+    expires_at_ns: int
+    released_at_ns: int | None
+
+    def refusal(self, now_ns: int) -> type[RunStoreError] | None:
+        """Released is reported before expired; expiry is exclusive."""
+        if self.released_at_ns is not None:
+            return LeaseReleasedError
+        if now_ns >= self.expires_at_ns:
+            return LeaseExpiredError
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class Guarded:
+    """What a passed guard check established, for the operation to use."""
+
+    attempt: AttemptRecord
+    reservation: LeaseRecord
+    claim_lease: LeaseRecord | None
+    now_ns: int
+
+
+def check_ranges(
+    *, ns: Iterable[tuple[str, int]] = (), indices: Iterable[tuple[str, int]] = ()
+) -> None:
+    """``out_of_range`` for the first timestamp or index argument outside its range."""
+    for name, value in ns:
+        if not 0 <= value <= MAX_NS:
+            raise OutOfRangeError(f"{name}={value} is outside 0..2**63-1")
+    for name, value in indices:
+        if not 0 <= value <= MAX_INDEX:
+            raise OutOfRangeError(f"{name}={value} is outside 0..2**53-1")
+
+
+def load_attempt(connection: sqlite3.Connection, attempt_id: str) -> AttemptRecord | None:
+    rows = sql.execute(
+        connection,
+        "SELECT id, slot_id, retry_index, state, revision, started_at_ns, updated_at_ns "
+        "FROM attempts WHERE id = ?",
+        (attempt_id,),
+    )
+    if not rows:
+        return None
+    (id_, slot_id, retry_index, state, revision, started, updated) = rows[0]
+    return AttemptRecord(
+        id=id_,
+        slot_id=slot_id,
+        retry_index=retry_index,
+        state=AttemptState(state),
+        revision=revision,
+        started_at_ns=started,
+        updated_at_ns=updated,
+    )
+
+
+def _lease(row: tuple[object, ...]) -> LeaseRecord:
+    lease_id, owner, expires, released = row
+    assert isinstance(lease_id, str) and isinstance(owner, str) and isinstance(expires, int)
+    assert released is None or isinstance(released, int)
+    return LeaseRecord(
+        id=lease_id, owner_token=owner, expires_at_ns=expires, released_at_ns=released
+    )
+
+
+def reservation_lease(connection: sqlite3.Connection, attempt_id: str) -> LeaseRecord:
+    rows = sql.execute(
+        connection,
+        "SELECT id, owner_token, expires_at_ns, released_at_ns FROM leases "
+        "WHERE attempt_id = ? AND purpose = 'reservation'",
+        (attempt_id,),
+    )
+    if len(rows) != 1:
+        raise AssertionError(f"attempt {attempt_id} has {len(rows)} reservation leases")
+    return _lease(rows[0])
+
+
+def claim_lease(connection: sqlite3.Connection, attempt_id: str) -> LeaseRecord | None:
+    """The lease of the finalization claim this attempt holds, if it holds one."""
+    rows = sql.execute(
+        connection,
+        "SELECT l.id, l.owner_token, l.expires_at_ns, l.released_at_ns "
+        "FROM finalization_claims AS c JOIN leases AS l ON l.id = c.lease_id "
+        "WHERE c.attempt_id = ?",
+        (attempt_id,),
+    )
+    return _lease(rows[0]) if rows else None
+
+
+def check_guard(
+    connection: sqlite3.Connection,
+    guard: OwnedAttempt,
+    now_ns: int,
+    *,
+    ns: Iterable[tuple[str, int]] = (),
+    indices: Iterable[tuple[str, int]] = (),
+    shape: RunStoreError | None = None,
+) -> Guarded:
+    """Run the guarded check sequence for ``guard`` at ``now_ns`` and raise the first
+    failure: out_of_range, the operation's shape refusal, unknown_slot, attempt_terminal,
+    owner_mismatch, lease_mismatch, lease_released / lease_expired, the claim's
+    owner_mismatch / lease_released / claim_expired, stale_revision, and lease_mismatch
+    for the guard's claim lease."""
+    check_ranges(ns=[("now_ns", now_ns), *ns], indices=indices)
+    if shape is not None:
+        raise shape
+    attempt = load_attempt(connection, guard.attempt_id)
+    if attempt is None:
+        raise UnknownSlotError(f"attempt {guard.attempt_id} is not registered")
+    if attempt.state in TERMINAL_STATES:
+        raise AttemptTerminalError(f"attempt is already {attempt.state.value}")
+    now = max(now_ns, attempt.updated_at_ns)
+    reservation = reservation_lease(connection, attempt.id)
+    if guard.owner_token != reservation.owner_token:
+        raise OwnerMismatchError("the owner token is not the reservation's owner")
+    if guard.lease_id != reservation.id:
+        raise LeaseMismatchError("the lease is not the attempt's reservation lease")
+    refusal = reservation.refusal(now)
+    if refusal is not None:
+        raise refusal(f"the reservation lease is not live at {now}")
+    claim = claim_lease(connection, attempt.id)
+    if claim is not None:
+        if claim.owner_token != guard.owner_token:
+            raise OwnerMismatchError("the claim's lease belongs to another owner")
+        if claim.released_at_ns is not None:
+            raise LeaseReleasedError("the claim's lease was released")
+        if now >= claim.expires_at_ns:
+            raise ClaimExpiredError(f"the claim expired at {claim.expires_at_ns}")
+    if (guard.revision, guard.state) != (attempt.revision, attempt.state):
+        raise StaleRevisionError(
+            f"guard is at revision {guard.revision} ({guard.state.value}); attempt is at "
+            f"{attempt.revision} ({attempt.state.value})"
+        )
+    if guard.claim_lease_id != (None if claim is None else claim.id):
+        raise LeaseMismatchError("the guard's claim lease is not the attempt's claim")
+    return Guarded(attempt=attempt, reservation=reservation, claim_lease=claim, now_ns=now)
