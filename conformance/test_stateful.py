@@ -1,0 +1,303 @@
+"""The writer in lockstep with the model.
+
+A Hypothesis rule-based machine applies every writer operation, with generated arguments
+(stale and forged guards, wrong owners, expired and released leases, exact-expiry instants,
+backward clocks, out-of-range times, conflicting registrations, retries past their bound),
+to the pure model and to a real store on disk through two ``RunStore`` handles on one root.
+Each step must give the same result or the same refusal code, and after every step the
+whole durable projection, read through a fresh read-only connection, must equal the model's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from runstore import RunStore, RunStoreError
+from runstore import model as m
+from runstore.crashsim.projection import model_projection, store_projection
+from runstore.model import scenarios as sc
+from runstore.records import (
+    Accepted,
+    ArtifactKind,
+    ArtifactRegistration,
+    AttemptSlot,
+    AttemptState,
+    Censored,
+    Completion,
+    ExecutionKind,
+    Failed,
+    FirstAttempt,
+    LeaseRequest,
+    Next,
+    Observation,
+    OwnedAttempt,
+    Retry,
+    SlotRole,
+    Superseded,
+)
+
+OWNERS = (sc.OWNER, sc.OTHER_OWNER)
+LEASE_IDS = tuple(f"lease-{n}" for n in range(10))
+FIXTURES = (
+    sc.slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, name="a"),
+    sc.slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, name="b"),
+)
+# Same run and logical slot as "a", different record: registering it must conflict.
+CONFLICTING = attrs.evolve(
+    FIXTURES[0],
+    attempt_slot=AttemptSlot(
+        run_id=FIXTURES[0].run.id,
+        logical_slot="a",
+        execution_kind=ExecutionKind.ONE_SHOT,
+        role=SlotRole.MEASUREMENT,
+        specification={"variant": 2},
+    ),
+)
+UNREGISTERED = sc.slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, name="never")
+SLOT_IDS = (FIXTURES[0].slot_id, FIXTURES[1].slot_id, UNREGISTERED.slot_id)
+OBSERVATION_SLOTS = tuple(f.observation_slots[0] for f in (*FIXTURES, UNREGISTERED))
+ALL_STATES = tuple(AttemptState)
+
+
+def artifact(kind: ArtifactKind, seed: int, manifest: int = 0) -> ArtifactRegistration:
+    base = sc.artifact(kind, f"seed-{seed}")
+    if manifest == 0:
+        return base
+    return attrs.evolve(base, manifest_sha256=sc.digest(f"manifest-{seed}-{manifest}"))
+
+
+kinds = st.sampled_from([ArtifactKind.ATTEMPT, ArtifactKind.OBSERVATION, ArtifactKind.DATASET])
+artifacts = st.builds(
+    artifact,
+    kinds,
+    st.integers(0, 3),
+    st.sampled_from([0, 0, 0, 1]),
+)
+authorizations = st.one_of(
+    st.just(FirstAttempt()),
+    st.builds(Next, retry=st.booleans()),
+    st.integers(0, 3).flatmap(
+        lambda n: st.builds(Retry, next_index=st.just(n), max_index=st.integers(n, n + 2))
+    ),
+)
+outcomes = st.one_of(
+    st.just(Accepted()),
+    st.just(Superseded()),
+    st.builds(Censored, reason=st.sampled_from(["budget", "timeout"])),
+    st.builds(
+        Failed, code=st.sampled_from(["worker_crashed", "oom"]), details=st.just({"exit": 3})
+    ),
+)
+
+
+class WriterMatchesModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = tempfile.mkdtemp(prefix="runstore-lockstep-")
+        self.stores = [RunStore.open(self.root), RunStore.open(self.root)]
+        self.model = m.ModelState()
+        self.guards: list[OwnedAttempt] = []
+        self.clock = 1_000
+
+    def teardown(self) -> None:
+        for store in self.stores:
+            store.close()
+        shutil.rmtree(self.root)
+
+    # --- drawing arguments ---------------------------------------------------------------
+
+    def _now(self, data: st.DataObject) -> int:
+        expiries = sorted({lease.expires_at_ns for lease in self.model.leases.values()})
+        choices = [st.integers(-8, 25).map(lambda d: max(0, self.clock + d))]
+        if expiries:
+            choices.append(st.sampled_from(expiries))
+            choices.append(st.sampled_from(expiries).map(lambda e: e - 1))
+        choices.append(st.sampled_from([-1, 2**63]))
+        now = data.draw(st.one_of(*choices), label="now")
+        if 0 <= now < 2**63:
+            self.clock = max(self.clock, now)
+        return now
+
+    def _lease(self, data: st.DataObject, owner: str | None = None) -> LeaseRequest:
+        return LeaseRequest(
+            lease_id=data.draw(st.sampled_from(LEASE_IDS), label="lease_id"),
+            owner_token=owner or data.draw(st.sampled_from(OWNERS), label="owner"),
+            expires_at_ns=max(0, self.clock + data.draw(st.integers(-3, 60), label="ttl")),
+        )
+
+    def _guard(self, data: st.DataObject) -> OwnedAttempt:
+        guard = data.draw(st.sampled_from(self.guards), label="guard")
+        forgery = data.draw(
+            st.sampled_from(["none", "none", "none", "owner", "lease", "claim", "revision"]),
+            label="forgery",
+        )
+        if forgery == "owner":
+            return attrs.evolve(guard, owner_token="intruder")
+        if forgery == "lease":
+            return attrs.evolve(guard, lease_id="lease-forged")
+        if forgery == "claim":
+            return attrs.evolve(guard, claim_lease_id=None if guard.claim_lease_id else "lease-0")
+        if forgery == "revision":
+            return attrs.evolve(guard, revision=guard.revision + 1)
+        return guard
+
+    def _store(self, data: st.DataObject) -> RunStore:
+        return self.stores[data.draw(st.integers(0, 1), label="handle")]
+
+    # --- lockstep -------------------------------------------------------------------------
+
+    def _lockstep(
+        self,
+        model_call: Callable[[m.ModelState], tuple[m.ModelState, Any]],
+        store_call: Callable[[], Any],
+    ) -> Any:
+        new_state, expected = model_call(self.model)
+        try:
+            actual: Any = store_call()
+        except RunStoreError as error:
+            assert isinstance(expected, m.Refusal), f"store refused {error}; model gave {expected}"
+            assert error.code == expected.code, (error, expected)
+            assert new_state is self.model
+            return None
+        assert not isinstance(expected, m.Refusal), f"model refused {expected}; store gave {actual}"
+        assert actual == expected
+        self.model = new_state
+        return actual
+
+    def _keep(self, guard: object) -> None:
+        if isinstance(guard, OwnedAttempt):
+            self.guards.append(guard)
+
+    # --- rules ----------------------------------------------------------------------------
+
+    @rule(data=st.data(), which=st.sampled_from([0, 0, 1, 1, 2]))
+    def register_one_shot(self, data: st.DataObject, which: int) -> None:
+        fixture = (*FIXTURES, CONFLICTING)[which]
+        args = (fixture.decision, fixture.run, fixture.attempt_slot, fixture.observation_slots[0])
+        store = self._store(data)
+        self._lockstep(
+            lambda s: m.register_one_shot(s, *args), lambda: store.register_one_shot(*args)
+        )
+
+    @rule(data=st.data(), slot=st.sampled_from(SLOT_IDS), authorization=authorizations)
+    def reserve(self, data: st.DataObject, slot: str, authorization: Any) -> None:
+        store, lease, now = self._store(data), self._lease(data), self._now(data)
+        self._keep(
+            self._lockstep(
+                lambda s: m.reserve(s, slot, authorization, lease, now),
+                lambda: store.reserve(slot, authorization, lease, now),
+            )
+        )
+
+    @rule(data=st.data(), phase=st.sampled_from(ALL_STATES))
+    def advance(self, data: st.DataObject, phase: AttemptState) -> None:
+        if not self.guards:
+            return
+        guard, store, now = self._guard(data), self._store(data), self._now(data)
+        self._keep(
+            self._lockstep(
+                lambda s: m.advance(s, guard, phase, now),
+                lambda: store.advance(guard, phase, now),
+            )
+        )
+
+    @rule(data=st.data(), extension=st.integers(-5, 60))
+    def renew(self, data: st.DataObject, extension: int) -> None:
+        if not self.guards:
+            return
+        guard, store, now = self._guard(data), self._store(data), self._now(data)
+        expires = max(0, self.clock + extension)
+        self._lockstep(
+            lambda s: m.renew(s, guard, expires, now),
+            lambda: store.renew(guard, expires, now),
+        )
+
+    @rule(data=st.data())
+    def begin_finalization(self, data: st.DataObject) -> None:
+        if not self.guards:
+            return
+        guard, store = self._guard(data), self._store(data)
+        owner = data.draw(st.sampled_from([guard.owner_token, guard.owner_token, "intruder"]))
+        lease, now = self._lease(data, owner), self._now(data)
+        disposition = self._lockstep(
+            lambda s: m.begin_finalization(s, guard, lease, now),
+            lambda: store.begin_finalization(guard, lease, now),
+        )
+        if disposition is not None:
+            self._keep(disposition.attempt)
+
+    @rule(
+        data=st.data(),
+        slot=st.sampled_from(OBSERVATION_SLOTS),
+        valid=st.booleans(),
+        completion=st.sampled_from(list(Completion)),
+        select=st.booleans(),
+        artifact=artifacts,
+        score=st.integers(0, 2),
+    )
+    def register_observation(
+        self,
+        data: st.DataObject,
+        slot: Any,
+        valid: bool,
+        completion: Completion,
+        select: bool,
+        artifact: ArtifactRegistration,
+        score: int,
+    ) -> None:
+        if not self.guards:
+            return
+        guard, store, now = self._guard(data), self._store(data), self._now(data)
+        author = data.draw(st.sampled_from(self.guards), label="author").attempt_id
+        observation = Observation(
+            slot_id=slot.id,
+            attempt_id=author,
+            valid=valid,
+            completion=completion,
+            result={"score": score},
+        )
+        self._lockstep(
+            lambda s: m.register_observation(s, guard, observation, artifact, select, now),
+            lambda: store.register_observation(guard, observation, artifact, select, now),
+        )
+
+    @rule(data=st.data(), outcome=outcomes, artifact=artifacts)
+    def commit_finalization(
+        self, data: st.DataObject, outcome: Any, artifact: ArtifactRegistration
+    ) -> None:
+        if not self.guards:
+            return
+        guard, store = self._guard(data), self._store(data)
+        known = sorted(self.model.artifacts) + [artifact.id, "run-store-v1:other-" + "0" * 64]
+        references = data.draw(
+            st.lists(
+                st.tuples(
+                    st.sampled_from(["dataset", "source", "final", ""]), st.sampled_from(known)
+                ),
+                max_size=2,
+            ),
+            label="references",
+        )
+        now = self._now(data)
+        self._lockstep(
+            lambda s: m.commit_finalization(s, guard, outcome, artifact, references, now),
+            lambda: store.commit_finalization(guard, outcome, artifact, references, now),
+        )
+
+    # --- the invariant ----------------------------------------------------------------------
+
+    @invariant()
+    def durable_projection_equals_the_model(self) -> None:
+        database = self.stores[0].database_path
+        assert store_projection(database) == model_projection(self.model)
+
+
+WriterMatchesModel.TestCase.settings = WriterMatchesModel.TestCase.settings  # profile-driven
+TestWriterMatchesModel = WriterMatchesModel.TestCase

@@ -1,0 +1,350 @@
+"""Finalization: begin_finalization (the success claim), register_observation (and
+selection), commit_finalization (the terminal outcome), and the acceptance rules.
+
+Rules of this file: pure functions ``op(state, ...) -> (state, result | Refusal)``; a
+refusal returns the input state object unchanged. Each operation runs the guarded check
+sequence of :mod:`runstore.model.guard` (preceded by its own argument checks) and then its
+own checks in the order its docstring gives. :func:`finish` is the terminal commit shared
+with recovery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+from runstore.errors import (
+    AcceptanceUnsatisfiedError,
+    ClaimRequiredError,
+    DuplicateLeaseError,
+    ExpiryNotAfterNowError,
+    IllegalTransitionError,
+    InvalidRecordError,
+    ObservationSlotMismatchError,
+    OwnerMismatchError,
+    RegistrationConflictError,
+    UnknownArtifactError,
+    UnknownSlotError,
+)
+from runstore.model import edges, events
+from runstore.model.attempts import transition
+from runstore.model.guard import check_guard, owned_attempt
+from runstore.model.state import (
+    AttemptRow,
+    ClaimRow,
+    LeaseRow,
+    ModelState,
+    ObservationRow,
+    Refusal,
+    SelectionRow,
+    drop,
+    put,
+    refuse,
+    with_artifact,
+)
+from runstore.records import (
+    Accepted,
+    ArtifactKind,
+    ArtifactRegistration,
+    AttemptState,
+    Censored,
+    ClaimDisposition,
+    Completion,
+    ExecutionKind,
+    Failed,
+    LeasePurpose,
+    LeaseRequest,
+    Observation,
+    OwnedAttempt,
+    SlotRole,
+    TerminalAttempt,
+    TerminalOutcome,
+)
+
+FINAL_ROLE = "final"
+"""The role name reserved for the final artifact; references may not use it."""
+
+
+def begin_finalization(
+    state: ModelState, guard: OwnedAttempt, lease: LeaseRequest, now_ns: int
+) -> tuple[ModelState, ClaimDisposition | Refusal]:
+    """Enter finalizing and decide the slot's success claim in the same step.
+
+    Every attempt slot (measurement or warm-up) goes through this path, and every call is
+    a success contender: an attempt that will fail also takes the claim if it is free and
+    releases it only by committing its outcome.
+
+    Check order: the guarded sequence, then ``illegal_transition`` (the attempt is already
+    finalizing), then the lease request: ``owner_mismatch`` (its owner token is not the
+    guard's), ``duplicate_lease`` (its id exists), ``expiry_not_after_now`` (its expiry is
+    at or before the effective now). The request is checked even when the decision turns
+    out to be superseded.
+
+    Decision: superseded when the slot already has an accepted attempt or another attempt
+    holds the slot's claim (even an expired one: claims are never stolen); otherwise
+    claimed. Commits the finalizing transition with an ``attempt_finalizing`` event whose
+    ``claim`` is ``"claimed"`` or ``"superseded"``; when claimed, also the finalization
+    lease (acquired at the effective now, next fencing token) and the claim row. A
+    superseded decision creates no lease. Result: the disposition with the new guard.
+    """
+    checked = check_guard(state, guard, now_ns)
+    if isinstance(checked, Refusal):
+        return state, checked
+    before = checked.attempt
+    if not edges.is_legal_edge(before.state.value, AttemptState.FINALIZING.value):
+        return state, refuse(IllegalTransitionError, f"attempt is already {before.state.value}")
+    if lease.owner_token != guard.owner_token:
+        return state, refuse(OwnerMismatchError, "the finalization lease needs the same owner")
+    if lease.lease_id in state.leases:
+        return state, refuse(DuplicateLeaseError, f"lease {lease.lease_id} already exists")
+    if lease.expires_at_ns <= checked.now_ns:
+        return state, refuse(ExpiryNotAfterNowError, "the lease must expire after now")
+    holder = state.claims.get(before.slot_id)
+    claimed = holder is None and not state.slot_satisfied(before.slot_id)
+    decision = events.CLAIMED if claimed else events.SUPERSEDED
+    payload = events.finalizing_payload(before.state, before.revision + 1, decision)
+    new_state, after, _ = transition(
+        state, before, checked.now_ns, AttemptState.FINALIZING, events.ATTEMPT_FINALIZING, payload
+    )
+    if not claimed:
+        return new_state, ClaimDisposition(attempt=owned_attempt(guard, after, None), claimed=False)
+    lease_row = LeaseRow(
+        id=lease.lease_id,
+        fencing_token=state.next_fencing_token(),
+        owner_token=lease.owner_token,
+        attempt_id=after.id,
+        purpose=LeasePurpose.FINALIZATION,
+        acquired_at_ns=checked.now_ns,
+        expires_at_ns=lease.expires_at_ns,
+    )
+    claim = ClaimRow(
+        slot_id=after.slot_id,
+        attempt_id=after.id,
+        lease_id=lease.lease_id,
+        claimed_at_ns=checked.now_ns,
+    )
+    new_state = attrs.evolve(
+        new_state,
+        leases=put(new_state.leases, lease_row.id, lease_row),
+        claims=put(new_state.claims, claim.slot_id, claim),
+    )
+    return new_state, ClaimDisposition(
+        attempt=owned_attempt(guard, after, lease.lease_id), claimed=True
+    )
+
+
+def register_observation(
+    state: ModelState,
+    guard: OwnedAttempt,
+    observation: Observation,
+    artifact: ArtifactRegistration,
+    select: bool,
+    now_ns: int,
+) -> tuple[ModelState, OwnedAttempt | Refusal]:
+    """Register a published observation of this attempt, optionally selecting it.
+
+    Allowed in any nonterminal state. Check order: ``out_of_range`` (``now_ns``),
+    ``invalid_record`` (the artifact is not of kind observation), the guarded sequence,
+    ``unknown_slot`` (the observation slot is not registered),
+    ``observation_slot_mismatch`` (the observation names another attempt, or its slot is
+    not owned by this attempt's slot), ``registration_conflict`` (the artifact id is
+    registered with other digests, or the observation is registered with another
+    artifact), then, when ``select``: ``claim_required`` (the attempt holds no claim) and
+    ``invalid_record`` (the observation is not valid).
+
+    Commits the artifact and the observation row (each reused when already registered
+    identically), and, when ``select`` and the slot has no selection yet, the selection.
+    An existing selection is preserved: selecting again is not an error and changes
+    nothing. No event, no transition, no revision change. Result: the same guard.
+    """
+    shape = None
+    if artifact.kind is not ArtifactKind.OBSERVATION:
+        shape = refuse(InvalidRecordError, "an observation artifact must be of kind observation")
+    checked = check_guard(state, guard, now_ns, shape=shape)
+    if isinstance(checked, Refusal):
+        return state, checked
+    slot = state.observation_slots.get(observation.slot_id)
+    if slot is None:
+        return state, refuse(UnknownSlotError, f"observation slot {observation.slot_id} is unknown")
+    if observation.attempt_id != guard.attempt_id or slot.attempt_slot_id != guard.slot_id:
+        return state, refuse(
+            ObservationSlotMismatchError, "the observation is not this attempt's, for its slots"
+        )
+    registered = with_artifact(state, artifact)
+    if isinstance(registered, Refusal):
+        return state, registered
+    existing = state.observations.get(observation.id)
+    if existing is not None and existing.artifact_id != artifact.id:
+        return state, refuse(
+            RegistrationConflictError, "the observation is registered with another artifact"
+        )
+    if select and checked.claim is None:
+        return state, refuse(ClaimRequiredError, "selecting needs the slot's finalization claim")
+    if select and not observation.valid:
+        return state, refuse(InvalidRecordError, "an invalid observation cannot be selected")
+    new_state = registered
+    if existing is None:
+        row = ObservationRow(
+            observation=observation,
+            attempt_slot_id=slot.attempt_slot_id,
+            artifact_id=artifact.id,
+            registered_at_ns=checked.now_ns,
+        )
+        new_state = attrs.evolve(
+            new_state, observations=put(new_state.observations, observation.id, row)
+        )
+    if select and slot.id not in new_state.selections:
+        selection = SelectionRow(
+            slot_id=slot.id, observation_id=observation.id, selected_at_ns=checked.now_ns
+        )
+        new_state = attrs.evolve(
+            new_state, selections=put(new_state.selections, slot.id, selection)
+        )
+    return new_state, guard
+
+
+def acceptance_refusal(state: ModelState, attempt: AttemptRow) -> Refusal | None:
+    """``acceptance_unsatisfied`` unless the attempt's slot may be accepted.
+
+    * A warm-up slot needs nothing.
+    * A stream slot needs a selection in every checkpoint slot it owns (possibly of
+      observations from earlier attempts, possibly not_reached).
+    * A one-shot or fresh-observation slot needs, for each observation slot it owns, a
+      selection, and a valid observation with completion reached produced by this attempt
+      (which need not be the selected one: an earlier selection is preserved).
+    """
+    slot = state.attempt_slots[attempt.slot_id]
+    if slot.role is SlotRole.WARMUP:
+        return None
+    for member in state.member_slots(slot.id):
+        if member.id not in state.selections:
+            return refuse(
+                AcceptanceUnsatisfiedError, f"slot {member.logical_slot} has no selection"
+            )
+        if slot.execution_kind is ExecutionKind.STREAM:
+            continue
+        if not any(
+            row.observation.attempt_id == attempt.id
+            and row.observation.slot_id == member.id
+            and row.observation.valid
+            and row.observation.completion is Completion.REACHED
+            for row in state.observations.values()
+        ):
+            return refuse(
+                AcceptanceUnsatisfiedError,
+                f"the attempt produced no valid, complete observation for {member.logical_slot}",
+            )
+    return None
+
+
+def references_refusal(references: Sequence[tuple[str, str]]) -> Refusal | None:
+    """``invalid_record`` for a reference role that is empty or ``final``, or a repeated
+    ``(role, artifact_id)`` pair."""
+    if any(not role or role == FINAL_ROLE for role, _ in references):
+        return refuse(InvalidRecordError, "reference roles must be nonempty and not 'final'")
+    if len(set(references)) != len(references):
+        return refuse(InvalidRecordError, "a reference repeats an artifact within a role")
+    return None
+
+
+def finish(
+    state: ModelState,
+    attempt: AttemptRow,
+    now_ns: int,
+    outcome: TerminalOutcome,
+    artifact: ArtifactRegistration,
+    references: Sequence[tuple[str, str]],
+) -> tuple[ModelState, TerminalAttempt]:
+    """The terminal commit (shared with recovery), after every check has passed.
+
+    Registers the final artifact (the caller checked conflicts) and the references,
+    appends the finalizing -> terminal transition and ``attempt_finished`` event at
+    ``now_ns``, sets the terminal columns (finished at ``now_ns``), deletes the claim the
+    attempt holds, and releases every unreleased lease of the attempt at ``now_ns``.
+    """
+    registered = with_artifact(state, artifact)
+    assert not isinstance(registered, Refusal)
+    payload = events.finished_payload(outcome, attempt.revision + 1)
+    new_state, after, sequence = transition(
+        registered,
+        attempt,
+        now_ns,
+        outcome.state,
+        events.ATTEMPT_FINISHED,
+        payload,
+        failure_code=outcome.code if isinstance(outcome, Failed) else None,
+        censor_reason=outcome.reason if isinstance(outcome, Censored) else None,
+        final_artifact_id=artifact.id,
+    )
+    leases = new_state.leases
+    for lease in new_state.attempt_leases(attempt.id):
+        if lease.released_at_ns is None:
+            leases = put(leases, lease.id, attrs.evolve(lease, released_at_ns=now_ns))
+    claims = new_state.claims
+    claim = new_state.owned_claim(attempt.id)
+    if claim is not None:
+        claims = drop(claims, claim.slot_id)
+    new_state = attrs.evolve(
+        new_state,
+        leases=leases,
+        claims=claims,
+        attempt_artifacts=new_state.attempt_artifacts
+        | {(attempt.id, role, artifact_id) for role, artifact_id in references},
+    )
+    receipt = TerminalAttempt(
+        attempt_id=after.id,
+        slot_id=after.slot_id,
+        retry_index=after.retry_index,
+        state=after.state,
+        revision=after.revision,
+        finished_at_ns=now_ns,
+        event_sequence=sequence,
+    )
+    return new_state, receipt
+
+
+def commit_finalization(
+    state: ModelState,
+    guard: OwnedAttempt,
+    outcome: TerminalOutcome,
+    artifact: ArtifactRegistration,
+    references: Sequence[tuple[str, str]],
+    now_ns: int,
+) -> tuple[ModelState, TerminalAttempt | Refusal]:
+    """Commit the attempt's terminal outcome with its published attempt artifact.
+
+    Check order: ``out_of_range`` (``now_ns``), ``invalid_record`` (the artifact is not of
+    kind attempt; then :func:`references_refusal`), the guarded sequence (so an expired
+    claim refuses every outcome with ``claim_expired``), ``illegal_transition`` (the
+    attempt is not finalizing), for ``Accepted``: ``claim_required`` (the attempt holds no
+    claim) then :func:`acceptance_refusal`; then ``registration_conflict`` (the artifact
+    id is registered with other digests) and ``unknown_artifact`` (a reference names an
+    artifact that is neither registered nor the final artifact itself).
+
+    Censored, Superseded and Failed need no claim; a claim holder may commit any of them.
+    Commits as :func:`finish` at the effective now. Result: the terminal receipt.
+    """
+    shape = None
+    if artifact.kind is not ArtifactKind.ATTEMPT:
+        shape = refuse(InvalidRecordError, "the final artifact must be of kind attempt")
+    checked = check_guard(state, guard, now_ns, shape=shape or references_refusal(references))
+    if isinstance(checked, Refusal):
+        return state, checked
+    attempt = checked.attempt
+    if attempt.state is not AttemptState.FINALIZING:
+        return state, refuse(
+            IllegalTransitionError, f"attempt is {attempt.state.value}, not finalizing"
+        )
+    if isinstance(outcome, Accepted):
+        if checked.claim is None:
+            return state, refuse(ClaimRequiredError, "acceptance needs the slot's claim")
+        unsatisfied = acceptance_refusal(state, attempt)
+        if unsatisfied is not None:
+            return state, unsatisfied
+    registered = with_artifact(state, artifact)
+    if isinstance(registered, Refusal):
+        return state, registered
+    for role, artifact_id in references:
+        if artifact_id not in registered.artifacts:
+            return state, refuse(UnknownArtifactError, f"{role} artifact {artifact_id} is unknown")
+    return finish(state, attempt, checked.now_ns, outcome, artifact, references)

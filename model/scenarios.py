@@ -1,0 +1,437 @@
+"""Named scenarios (rendered by :mod:`runstore.model.trace`) and the fixtures they and the
+model's tests build on.
+
+Rules of this file: fixtures are deterministic values (digests are SHA-256 of a label);
+each scenario is a function of a :class:`~runstore.model.trace.Transcript` whose docstring
+is the transcript's title. Changing a scenario changes a committed transcript: regenerate
+with ``python -m runstore.model.trace --all``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import attrs
+from runstore.model import attempts, finalization, recovery, registration, staging
+from runstore.model.trace import Transcript
+from runstore.records import (
+    Accepted,
+    ApplicabilityDecision,
+    ArtifactKind,
+    ArtifactRegistration,
+    AttemptSlot,
+    AttemptState,
+    ClaimDisposition,
+    Completion,
+    ExecutionKind,
+    Failed,
+    FirstAttempt,
+    LeaseRequest,
+    Next,
+    Observation,
+    ObservationSlot,
+    ObservationSlotKind,
+    OwnedAttempt,
+    ResolvedRun,
+    Retry,
+    RetryAuthorization,
+    SlotRole,
+    Superseded,
+    TerminalOutcome,
+)
+
+OWNER = "owner-a"
+OTHER_OWNER = "owner-b"
+STAGE = "artifacts/.staging-0"
+
+EXECUTION_PATH = (
+    AttemptState.MATERIALIZING,
+    AttemptState.STARTING,
+    AttemptState.PREPARING,
+    AttemptState.EXECUTING,
+)
+
+
+def digest(label: str) -> str:
+    """A deterministic 64-hex digest for a fixture label."""
+    return hashlib.sha256(label.encode()).hexdigest()
+
+
+def artifact(kind: ArtifactKind, label: str, verified_at_ns: int = 0) -> ArtifactRegistration:
+    """A registration of a fixture artifact whose content digest is ``digest(label)``."""
+    content = digest(label)
+    return ArtifactRegistration(
+        kind=kind,
+        path=f"artifacts/{kind.value}-{content}",
+        content_sha256=content,
+        manifest_sha256=digest(f"manifest:{label}"),
+        verified_at_ns=verified_at_ns,
+    )
+
+
+def lease(lease_id: str, expires_at_ns: int, owner: str = OWNER) -> LeaseRequest:
+    """A lease request."""
+    return LeaseRequest(lease_id=lease_id, owner_token=owner, expires_at_ns=expires_at_ns)
+
+
+@attrs.frozen(kw_only=True)
+class SlotFixture:
+    """A decision, its run, one attempt slot and the observation slots it owns."""
+
+    decision: ApplicabilityDecision
+    run: ResolvedRun
+    attempt_slot: AttemptSlot
+    observation_slots: tuple[ObservationSlot, ...]
+
+    @property
+    def slot_id(self) -> str:
+        return self.attempt_slot.id
+
+
+def slot_fixture(
+    kind: ExecutionKind = ExecutionKind.ONE_SHOT,
+    role: SlotRole = SlotRole.MEASUREMENT,
+    checkpoints: int = 2,
+    name: str = "main",
+) -> SlotFixture:
+    """A registered-shape slot: one result slot for one-shot and fresh-observation
+    measurements, ``checkpoints`` checkpoint slots for a stream, none for a warm-up."""
+    decision = ApplicabilityDecision(
+        candidate_id="candidate-1", problem_id="problem-1", applicable=True, evidence={}
+    )
+    run = ResolvedRun(
+        decision_id=decision.id,
+        candidate_id=decision.candidate_id,
+        logical_spec_id="spec-1",
+        specification={},
+    )
+    slot = AttemptSlot(
+        run_id=run.id, logical_slot=name, execution_kind=kind, role=role, specification={}
+    )
+    if role is SlotRole.WARMUP:
+        members: tuple[ObservationSlot, ...] = ()
+    elif kind is ExecutionKind.STREAM:
+        members = tuple(
+            ObservationSlot(
+                run_id=run.id,
+                logical_slot=f"{name}/checkpoint-{index}",
+                kind=ObservationSlotKind.CHECKPOINT,
+                checkpoint_index=index,
+                attempt_slot_id=slot.id,
+            )
+            for index in range(checkpoints)
+        )
+    else:
+        members = (
+            ObservationSlot(
+                run_id=run.id,
+                logical_slot=f"{name}/result",
+                kind=ObservationSlotKind.RESULT,
+                checkpoint_index=None,
+                attempt_slot_id=slot.id,
+            ),
+        )
+    return SlotFixture(decision=decision, run=run, attempt_slot=slot, observation_slots=members)
+
+
+def observation(
+    slot: ObservationSlot,
+    guard: OwnedAttempt,
+    *,
+    valid: bool = True,
+    completion: Completion = Completion.REACHED,
+    score: int = 1,
+) -> Observation:
+    """An observation of ``guard``'s attempt for ``slot``."""
+    return Observation(
+        slot_id=slot.id,
+        attempt_id=guard.attempt_id,
+        valid=valid,
+        completion=completion,
+        result={"score": score},
+    )
+
+
+def run_to(
+    t: Transcript, guard: OwnedAttempt, path: tuple[AttemptState, ...], now: int
+) -> OwnedAttempt:
+    """Advance ``guard`` along ``path``, one nanosecond apart from ``now``."""
+    for offset, phase in enumerate(path):
+        guard = owned(t.do(attempts.advance, guard=guard, phase=phase, now_ns=now + offset))
+    return guard
+
+
+def owned(result: object) -> OwnedAttempt:
+    """``result``, which must be a guard."""
+    assert isinstance(result, OwnedAttempt), result
+    return result
+
+
+def claimed(result: object) -> OwnedAttempt:
+    """The guard of a ``begin_finalization`` result, which must have taken the claim."""
+    assert isinstance(result, ClaimDisposition) and result.claimed, result
+    return result.attempt
+
+
+def register(t: Transcript, fixture: SlotFixture) -> None:
+    """Register ``fixture`` with ``register_slots``."""
+    t.do(
+        registration.register_slots,
+        candidate=fixture.decision,
+        run=fixture.run,
+        attempt_slot=fixture.attempt_slot,
+        observation_slots=fixture.observation_slots,
+    )
+
+
+def reserve_in(
+    t: Transcript,
+    fixture: SlotFixture,
+    authorization: RetryAuthorization,
+    name: str,
+    *,
+    expires: int = 10_000,
+    now: int = 1_000,
+    owner: str = OWNER,
+) -> object:
+    """``reserve`` the fixture's slot under a new lease ``name``."""
+    return t.do(
+        attempts.reserve,
+        slot_id=fixture.slot_id,
+        authorization=authorization,
+        lease=lease(name, expires, owner),
+        now_ns=now,
+    )
+
+
+def finalize(
+    t: Transcript, guard: OwnedAttempt, name: str, *, expires: int = 10_000, now: int
+) -> object:
+    """``begin_finalization`` with a finalization lease ``name`` of the guard's owner."""
+    return t.do(
+        finalization.begin_finalization,
+        guard=guard,
+        lease=lease(name, expires, guard.owner_token),
+        now_ns=now,
+    )
+
+
+def observe(
+    t: Transcript,
+    guard: OwnedAttempt,
+    slot: ObservationSlot,
+    label: str,
+    *,
+    now: int,
+    select: bool = True,
+    valid: bool = True,
+    completion: Completion = Completion.REACHED,
+    score: int = 1,
+) -> object:
+    """``register_observation`` of an observation of ``guard``'s attempt for ``slot``,
+    published as the observation artifact ``label``."""
+    return t.do(
+        finalization.register_observation,
+        guard=guard,
+        observation=observation(slot, guard, valid=valid, completion=completion, score=score),
+        artifact=artifact(ArtifactKind.OBSERVATION, label),
+        select=select,
+        now_ns=now,
+    )
+
+
+def conclude(
+    t: Transcript,
+    guard: OwnedAttempt,
+    outcome: TerminalOutcome,
+    label: str,
+    *,
+    now: int,
+    references: tuple[tuple[str, str], ...] = (),
+) -> object:
+    """``commit_finalization`` with the attempt artifact ``label``."""
+    return t.do(
+        finalization.commit_finalization,
+        guard=guard,
+        outcome=outcome,
+        artifact=artifact(ArtifactKind.ATTEMPT, label),
+        references=references,
+        now_ns=now,
+    )
+
+
+# --- scenarios -------------------------------------------------------------------------
+
+
+def happy_path_accepted(t: Transcript) -> None:
+    """A one-shot slot: reserve, execute, publish a dataset from a stage, renew, claim,
+    select the result, accept."""
+    fixture = slot_fixture()
+    t.do(
+        registration.register_one_shot,
+        candidate=fixture.decision,
+        run=fixture.run,
+        attempt_slot=fixture.attempt_slot,
+        observation_slot=fixture.observation_slots[0],
+    )
+    guard = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0"))
+    guard = run_to(t, guard, EXECUTION_PATH, 1_100)
+    t.do(staging.begin_staging, guard=guard, lease_id="stage-0", staging_path=STAGE, now_ns=1_200)
+    dataset = artifact(ArtifactKind.DATASET, "dataset")
+    t.do(
+        staging.publish_staged_artifact,
+        guard=guard,
+        staging_lease_id="stage-0",
+        artifact=dataset,
+        now_ns=1_300,
+    )
+    t.do(attempts.renew, guard=guard, expires_at_ns=20_000, now_ns=1_400)
+    guard = run_to(t, guard, (AttemptState.VALIDATING, AttemptState.EVALUATING), 1_500)
+    guard = claimed(finalize(t, guard, "claim-0", expires=20_000, now=1_600))
+    observe(t, guard, fixture.observation_slots[0], "result-0", now=1_700)
+    conclude(t, guard, Accepted(), "attempt-0", now=1_800, references=(("dataset", dataset.id),))
+
+
+def failure_then_authorized_retry_accepted(t: Transcript) -> None:
+    """Attempt 0 selects its result under its claim and then fails; reservations without
+    retry authorization are refused; an authorized retry keeps the earlier selection and
+    is accepted with its own valid, complete result."""
+    fixture = slot_fixture()
+    register(t, fixture)
+    member = fixture.observation_slots[0]
+    first = owned(reserve_in(t, fixture, Next(retry=False), "reservation-0"))
+    first = run_to(t, first, EXECUTION_PATH, 1_100)
+    first = claimed(finalize(t, first, "claim-0", now=1_200))
+    observe(t, first, member, "result-0", now=1_300, score=7)
+    failure = Failed(code="evaluator_crashed", details={"exit_status": 3})
+    conclude(t, first, failure, "attempt-0", now=1_400)
+    for refused in (FirstAttempt(), Next(retry=False), Retry(next_index=0, max_index=0)):
+        reserve_in(t, fixture, refused, "reservation-1", now=2_000)
+    second = owned(
+        reserve_in(t, fixture, Retry(next_index=1, max_index=2), "reservation-1", now=2_000)
+    )
+    second = run_to(t, second, EXECUTION_PATH, 2_100)
+    second = claimed(finalize(t, second, "claim-1", now=2_200))
+    observe(t, second, member, "result-1", now=2_300, score=9)
+    conclude(t, second, Accepted(), "attempt-1", now=2_400)
+
+
+def two_contenders_one_superseded(t: Transcript) -> None:
+    """Two overlapping attempts of one slot race for the claim: the first to finalize
+    claims the slot, the other gets a superseded decision, cannot select or accept, and
+    commits Superseded; once the winner is accepted the slot refuses new reservations."""
+    fixture = slot_fixture()
+    register(t, fixture)
+    member = fixture.observation_slots[0]
+    first = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0"))
+    second = owned(
+        reserve_in(t, fixture, Next(retry=True), "reservation-1", now=1_010, owner=OTHER_OWNER)
+    )
+    second = run_to(t, second, EXECUTION_PATH, 1_100)
+    first = run_to(t, first, EXECUTION_PATH, 1_200)
+    second = claimed(finalize(t, second, "claim-1", now=1_300))
+    disposition = finalize(t, first, "claim-0", now=1_310)
+    assert isinstance(disposition, ClaimDisposition) and not disposition.claimed
+    first = disposition.attempt
+    observe(t, first, member, "result-0", now=1_320)
+    conclude(t, first, Accepted(), "attempt-0", now=1_330)
+    conclude(t, first, Superseded(), "attempt-0", now=1_340)
+    observe(t, second, member, "result-1", now=1_400)
+    conclude(t, second, Accepted(), "attempt-1", now=1_500)
+    reserve_in(t, fixture, Next(retry=True), "reservation-2", now=1_600)
+
+
+def expired_owner_recovered(t: Transcript) -> None:
+    """An owner stops renewing: its lease is live one nanosecond before expiry and
+    expired at it; the expired owner cannot write; recovery finalizes the attempt as
+    Failed(interrupted_attempt), and a second recovery finds nothing to do."""
+    fixture = slot_fixture()
+    register(t, fixture)
+    guard = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0", expires=5_000))
+    guard = run_to(t, guard, EXECUTION_PATH, 1_100)
+    t.ask(recovery.recoverable, t_ns=4_999)
+    t.ask(recovery.recoverable, t_ns=5_000)
+    t.do(attempts.advance, guard=guard, phase=AttemptState.VALIDATING, now_ns=5_000)
+    outcome = {guard.attempt_id: artifact(ArtifactKind.ATTEMPT, "recovered-0")}
+    t.do(recovery.recover, t_ns=6_000, artifacts=outcome)
+    t.ask(recovery.recoverable, t_ns=6_000)
+    t.do(recovery.recover, t_ns=6_001, artifacts=outcome)
+
+
+def stale_revision_refused(t: Transcript) -> None:
+    """A guard is good for one revision: reusing it after the attempt moved on is refused,
+    and so is a guard whose owner token is not the reservation's."""
+    fixture = slot_fixture()
+    register(t, fixture)
+    first = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0"))
+    t.do(attempts.advance, guard=first, phase=AttemptState.MATERIALIZING, now_ns=1_100)
+    t.do(attempts.advance, guard=first, phase=AttemptState.MATERIALIZING, now_ns=1_200)
+    t.do(attempts.renew, guard=first, expires_at_ns=20_000, now_ns=1_300)
+    foreign = attrs.evolve(first, owner_token=OTHER_OWNER)
+    t.do(attempts.advance, guard=foreign, phase=AttemptState.STARTING, now_ns=1_400)
+
+
+def expired_lease_refused_at_exact_expiry(t: Transcript) -> None:
+    """Expiry is exclusive: one nanosecond before expires_at_ns the owner may still write;
+    at expires_at_ns every write, renewal and claim is refused with lease_expired."""
+    fixture = slot_fixture()
+    register(t, fixture)
+    guard = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0", expires=2_000))
+    guard = owned(
+        t.do(attempts.advance, guard=guard, phase=AttemptState.MATERIALIZING, now_ns=1_999)
+    )
+    t.do(attempts.advance, guard=guard, phase=AttemptState.STARTING, now_ns=2_000)
+    t.do(attempts.renew, guard=guard, expires_at_ns=3_000, now_ns=2_000)
+    finalize(t, guard, "claim-0", expires=3_000, now=2_000)
+
+
+def backward_clock_clamped(t: Transcript) -> None:
+    """The caller's clock moves backward: each write is clamped to the attempt's preceding
+    transition time, and lease checks use the clamped time too."""
+    fixture = slot_fixture()
+    register(t, fixture)
+    guard = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0", expires=3_000))
+    guard = owned(
+        t.do(attempts.advance, guard=guard, phase=AttemptState.MATERIALIZING, now_ns=2_500)
+    )
+    guard = owned(t.do(attempts.advance, guard=guard, phase=AttemptState.STARTING, now_ns=500))
+    for expiry in (2_400, 2_600, 3_500):
+        t.do(attempts.renew, guard=guard, expires_at_ns=expiry, now_ns=100)
+
+
+def stream_checkpoints_accepted(t: Transcript) -> None:
+    """A stream slot with two checkpoint slots: a failed attempt's selected checkpoint is
+    retained, the retry selects the other one (not_reached is selectable) and is accepted
+    because every checkpoint slot has a selection."""
+    fixture = slot_fixture(kind=ExecutionKind.STREAM, checkpoints=2, name="stream")
+    register(t, fixture)
+    zero, one = fixture.observation_slots
+    first = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0"))
+    first = run_to(t, first, (*EXECUTION_PATH, AttemptState.CHECKPOINTING), 1_100)
+    first = claimed(finalize(t, first, "claim-0", now=1_200))
+    observe(t, first, zero, "checkpoint-0", now=1_300, completion=Completion.NOT_REACHED)
+    conclude(t, first, Accepted(), "attempt-0", now=1_400)
+    conclude(t, first, Failed(code="worker_lost", details={}), "attempt-0", now=1_500)
+    retry = Retry(next_index=1, max_index=1)
+    second = owned(reserve_in(t, fixture, retry, "reservation-1", now=2_000))
+    second = run_to(t, second, EXECUTION_PATH, 2_100)
+    second = claimed(finalize(t, second, "claim-1", now=2_200))
+    observe(t, second, one, "checkpoint-1", now=2_300)
+    conclude(t, second, Accepted(), "attempt-1", now=2_400)
+
+
+SCENARIOS: dict[str, Callable[[Transcript], None]] = {
+    function.__name__: function
+    for function in (
+        happy_path_accepted,
+        failure_then_authorized_retry_accepted,
+        two_contenders_one_superseded,
+        expired_owner_recovered,
+        stale_revision_refused,
+        expired_lease_refused_at_exact_expiry,
+        backward_clock_clamped,
+        stream_checkpoints_accepted,
+    )
+}
+"""Every named scenario, by name."""
