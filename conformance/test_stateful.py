@@ -11,15 +11,17 @@ whole durable projection, read through a fresh read-only connection, must equal 
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Callable
 from typing import Any
 
 import attrs
+import pytest
+from hypothesis import event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-
-from runstore import RunStore, RunStoreError
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from runstore import RunStore, RunStoreError, finalization, history, ownership, sql
 from runstore import model as m
 from runstore.crashsim.projection import model_projection, store_projection
 from runstore.model import scenarios as sc
@@ -64,6 +66,7 @@ UNREGISTERED = sc.slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, nam
 SLOT_IDS = (FIXTURES[0].slot_id, FIXTURES[1].slot_id, UNREGISTERED.slot_id)
 OBSERVATION_SLOTS = tuple(f.observation_slots[0] for f in (*FIXTURES, UNREGISTERED))
 ALL_STATES = tuple(AttemptState)
+DRIVE_PATH = (AttemptState.RESERVED, *sc.EXECUTION_PATH)
 
 
 def artifact(kind: ArtifactKind, seed: int, manifest: int = 0) -> ArtifactRegistration:
@@ -74,11 +77,13 @@ def artifact(kind: ArtifactKind, seed: int, manifest: int = 0) -> ArtifactRegist
 
 
 kinds = st.sampled_from([ArtifactKind.ATTEMPT, ArtifactKind.OBSERVATION, ArtifactKind.DATASET])
-artifacts = st.builds(
-    artifact,
-    kinds,
-    st.integers(0, 3),
-    st.sampled_from([0, 0, 0, 1]),
+attempt_artifacts = st.one_of(
+    st.builds(artifact, st.just(ArtifactKind.ATTEMPT), st.integers(0, 3)),
+    st.builds(artifact, kinds, st.integers(0, 3), st.sampled_from([0, 1])),
+)
+observation_artifacts = st.one_of(
+    st.builds(artifact, st.just(ArtifactKind.OBSERVATION), st.integers(0, 3)),
+    st.builds(artifact, kinds, st.integers(0, 3), st.sampled_from([0, 1])),
 )
 authorizations = st.one_of(
     st.just(FirstAttempt()),
@@ -105,6 +110,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         self.model = m.ModelState()
         self.guards: list[OwnedAttempt] = []
         self.clock = 1_000
+        self.lease_serial = 0
 
     def teardown(self) -> None:
         for store in self.stores:
@@ -114,12 +120,18 @@ class WriterMatchesModel(RuleBasedStateMachine):
     # --- drawing arguments ---------------------------------------------------------------
 
     def _now(self, data: st.DataObject) -> int:
+        """Mostly a clock creeping forward; sometimes backward, exactly at or just before a
+        lease's expiry, or out of range."""
         expiries = sorted({lease.expires_at_ns for lease in self.model.leases.values()})
-        choices = [st.integers(-8, 25).map(lambda d: max(0, self.clock + d))]
+        choices = [
+            st.integers(0, 2).map(lambda d: self.clock + d),
+            st.integers(0, 2).map(lambda d: self.clock + d),
+            st.integers(-8, 25).map(lambda d: max(0, self.clock + d)),
+        ]
         if expiries:
             choices.append(st.sampled_from(expiries))
             choices.append(st.sampled_from(expiries).map(lambda e: e - 1))
-        choices.append(st.sampled_from([-1, 2**63]))
+        choices = choices * 2 + [st.sampled_from([-1, 2**63])]
         now = data.draw(st.one_of(*choices), label="now")
         if 0 <= now < 2**63:
             self.clock = max(self.clock, now)
@@ -133,7 +145,19 @@ class WriterMatchesModel(RuleBasedStateMachine):
         )
 
     def _guard(self, data: st.DataObject) -> OwnedAttempt:
-        guard = data.draw(st.sampled_from(self.guards), label="guard")
+        current = [
+            g
+            for g in self.guards
+            if (row := self.model.attempts.get(g.attempt_id)) is not None
+            and (row.revision, row.state) == (g.revision, g.state)
+        ]
+        pool = data.draw(
+            st.sampled_from([current, current, current, self.guards])
+            if current
+            else st.just(self.guards),
+            label="pool",
+        )
+        guard = data.draw(st.sampled_from(pool), label="guard")
         forgery = data.draw(
             st.sampled_from(["none", "none", "none", "owner", "lease", "claim", "revision"]),
             label="forgery",
@@ -159,6 +183,10 @@ class WriterMatchesModel(RuleBasedStateMachine):
         store_call: Callable[[], Any],
     ) -> Any:
         new_state, expected = model_call(self.model)
+        if isinstance(expected, m.Refusal):
+            event(f"refused: {expected.code}")
+        elif hasattr(expected, "state"):
+            event(f"reached: {expected.state.value}")
         try:
             actual: Any = store_call()
         except RunStoreError as error:
@@ -176,6 +204,30 @@ class WriterMatchesModel(RuleBasedStateMachine):
             self.guards.append(guard)
 
     # --- rules ----------------------------------------------------------------------------
+
+    @initialize(data=st.data(), count=st.integers(1, 2), attempts=st.integers(0, 3))
+    def register_and_reserve(self, data: st.DataObject, count: int, attempts: int) -> None:
+        """Start most programs with registered slots and a few live attempts (still in
+        lockstep), so that generated steps spend their budget past the first refusals.
+        Unregistered slots stay reachable through the third slot id."""
+        for which in range(count):
+            self.register_one_shot(data, which)
+        for number in range(attempts):
+            self.lease_serial += 1
+            slot = FIXTURES[number % count].slot_id
+            lease = LeaseRequest(
+                lease_id=f"lease-u{self.lease_serial}",
+                owner_token=OWNERS[number % 2],
+                expires_at_ns=self.clock + 200,
+            )
+            self._keep(
+                self._lockstep(
+                    lambda s, r=lease, t=slot: m.reserve(s, t, Next(retry=True), r, self.clock),
+                    lambda r=lease, t=slot: self._store(data).reserve(
+                        t, Next(retry=True), r, self.clock
+                    ),
+                )
+            )
 
     @rule(data=st.data(), which=st.sampled_from([0, 0, 1, 1, 2]))
     def register_one_shot(self, data: st.DataObject, which: int) -> None:
@@ -201,6 +253,8 @@ class WriterMatchesModel(RuleBasedStateMachine):
         if not self.guards:
             return
         guard, store, now = self._guard(data), self._store(data), self._now(data)
+        legal = [AttemptState(b) for a, b in m.EXECUTION_EDGES if a == guard.state.value]
+        phase = data.draw(st.sampled_from([*legal, *legal, *legal, phase]), label="phase")
         self._keep(
             self._lockstep(
                 lambda s: m.advance(s, guard, phase, now),
@@ -239,7 +293,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         valid=st.booleans(),
         completion=st.sampled_from(list(Completion)),
         select=st.booleans(),
-        artifact=artifacts,
+        artifact=observation_artifacts,
         score=st.integers(0, 2),
     )
     def register_observation(
@@ -255,7 +309,10 @@ class WriterMatchesModel(RuleBasedStateMachine):
         if not self.guards:
             return
         guard, store, now = self._guard(data), self._store(data), self._now(data)
-        author = data.draw(st.sampled_from(self.guards), label="author").attempt_id
+        own = [s for s in OBSERVATION_SLOTS if s.attempt_slot_id == guard.slot_id]
+        slot = data.draw(st.sampled_from([*own, *own, *own, slot]), label="slot")
+        others = [g.attempt_id for g in self.guards]
+        author = data.draw(st.sampled_from([guard.attempt_id] * 3 + others), label="author")
         observation = Observation(
             slot_id=slot.id,
             attempt_id=author,
@@ -268,14 +325,14 @@ class WriterMatchesModel(RuleBasedStateMachine):
             lambda: store.register_observation(guard, observation, artifact, select, now),
         )
 
-    @rule(data=st.data(), outcome=outcomes, artifact=artifacts)
+    @rule(data=st.data(), outcome=outcomes, artifact=attempt_artifacts)
     def commit_finalization(
         self, data: st.DataObject, outcome: Any, artifact: ArtifactRegistration
     ) -> None:
         if not self.guards:
             return
         guard, store = self._guard(data), self._store(data)
-        known = sorted(self.model.artifacts) + [artifact.id, "run-store-v1:other-" + "0" * 64]
+        known = [*sorted(self.model.artifacts), artifact.id, "run-store-v1:other-" + "0" * 64]
         references = data.draw(
             st.lists(
                 st.tuples(
@@ -291,6 +348,114 @@ class WriterMatchesModel(RuleBasedStateMachine):
             lambda: store.commit_finalization(guard, outcome, artifact, references, now),
         )
 
+    @rule(data=st.data())
+    def a_second_acceptance_is_refused_by_the_schema(self, data: st.DataObject) -> None:
+        """A rogue writer that skips every writer check (it runs the writer's own history
+        steps directly) cannot accept a second attempt in a satisfied slot: the schema
+        refuses it (the claim-ownership trigger first, one_accepted_attempt_per_slot behind
+        it), and the invariant then shows nothing changed."""
+        rogues = sorted(
+            row.id
+            for row in self.model.attempts.values()
+            if row.state.value not in m.edges.TERMINAL_STATES
+            and self.model.slot_satisfied(row.slot_id)
+        )
+        if not rogues:
+            return
+        event("rogue acceptance attempted")
+        connection = self.stores[0]._require_connection()
+        record = ownership.load_attempt(connection, data.draw(st.sampled_from(rogues)))
+        assert record is not None
+        final = artifact(ArtifactKind.ATTEMPT, 9)
+        with pytest.raises(sqlite3.IntegrityError), sql.immediate_transaction(connection):
+            if record.state is not AttemptState.FINALIZING:
+                payload = history.finalizing_payload(record.state, record.revision + 1, None)
+                record, _ = history.transition(
+                    connection,
+                    record,
+                    record.updated_at_ns,
+                    AttemptState.FINALIZING,
+                    history.ATTEMPT_FINALIZING,
+                    payload,
+                )
+            finalization.finish(connection, record, record.updated_at_ns, Accepted(), final, [])
+
+    @rule(data=st.data(), outcome=st.one_of(st.just(Accepted()), outcomes), stop=st.integers(2, 10))
+    def drive_an_owned_attempt(self, data: st.DataObject, outcome: Any, stop: int) -> None:
+        """Drive one current guard a few valid steps at once (phases, claim, selected
+        observation, terminal outcome), each step still in lockstep, so that generated
+        programs reach claims, selections and acceptance often."""
+        current = [
+            g
+            for g in self.guards
+            if (row := self.model.attempts.get(g.attempt_id)) is not None
+            and (row.revision, row.state) == (g.revision, g.state)
+        ]
+        if not current:
+            return
+        guard: Any = data.draw(st.sampled_from(current), label="driven")
+        store = self._store(data)
+        steps = 0
+        while guard is not None and steps < stop:
+            steps += 1
+            self.clock += 1
+            now, state = self.clock, guard.state
+            if state in DRIVE_PATH[:-1]:
+                phase = DRIVE_PATH[DRIVE_PATH.index(state) + 1]
+                guard = self._keep_and_return(
+                    self._lockstep(
+                        lambda s, g=guard, p=phase, t=now: m.advance(s, g, p, t),
+                        lambda g=guard, p=phase, t=now: store.advance(g, p, t),
+                    )
+                )
+            elif state is not AttemptState.FINALIZING:
+                self.lease_serial += 1
+                lease = LeaseRequest(
+                    lease_id=f"lease-u{self.lease_serial}",
+                    owner_token=guard.owner_token,
+                    expires_at_ns=now + 100,
+                )
+                disposition = self._lockstep(
+                    lambda s, g=guard, r=lease, t=now: m.begin_finalization(s, g, r, t),
+                    lambda g=guard, r=lease, t=now: store.begin_finalization(g, r, t),
+                )
+                guard = self._keep_and_return(disposition and disposition.attempt)
+            elif guard.claim_lease_id is not None and not self._selected(guard):
+                slot = next(o for o in OBSERVATION_SLOTS if o.attempt_slot_id == guard.slot_id)
+                observation = Observation(
+                    slot_id=slot.id,
+                    attempt_id=guard.attempt_id,
+                    valid=True,
+                    completion=Completion.REACHED,
+                    result={"score": steps},
+                )
+                seen = artifact(ArtifactKind.OBSERVATION, 10 + steps)
+                guard = self._lockstep(
+                    lambda s, g=guard, o=observation, a=seen, t=now: m.register_observation(
+                        s, g, o, a, True, t
+                    ),
+                    lambda g=guard, o=observation, a=seen, t=now: store.register_observation(
+                        g, o, a, True, t
+                    ),
+                )
+            else:
+                final = artifact(ArtifactKind.ATTEMPT, 20 + self.clock % 7)
+                self._lockstep(
+                    lambda s, g=guard, a=final, t=now: m.commit_finalization(
+                        s, g, outcome, a, [], t
+                    ),
+                    lambda g=guard, a=final, t=now: store.commit_finalization(g, outcome, a, [], t),
+                )
+                return
+
+    def _selected(self, guard: OwnedAttempt) -> bool:
+        slots = [o.id for o in OBSERVATION_SLOTS if o.attempt_slot_id == guard.slot_id]
+        return all(slot in self.model.selections for slot in slots)
+
+    def _keep_and_return(self, guard: Any) -> Any:
+        self._keep(guard)
+        return guard
+
     # --- the invariant ----------------------------------------------------------------------
 
     @invariant()
@@ -299,5 +464,10 @@ class WriterMatchesModel(RuleBasedStateMachine):
         assert store_projection(database) == model_projection(self.model)
 
 
-WriterMatchesModel.TestCase.settings = WriterMatchesModel.TestCase.settings  # profile-driven
 TestWriterMatchesModel = WriterMatchesModel.TestCase
+# At least this much in the test command (about two minutes); the nightly profile's larger
+# numbers win when HYPOTHESIS_PROFILE=nightly is loaded.
+TestWriterMatchesModel.settings = settings(
+    max_examples=max(200, settings().max_examples),
+    stateful_step_count=max(60, settings().stateful_step_count),
+)

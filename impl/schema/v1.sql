@@ -2,8 +2,8 @@
 --
 -- The initializer splits this script with sqlite3.complete_statement and runs every
 -- statement inside one BEGIN IMMEDIATE transaction, so the script holds no transaction
--- control of its own. Objects are created without IF NOT EXISTS on purpose: a database that
--- already holds a same-named object must fail initialization instead of passing silently.
+-- control of its own. Every CREATE is unconditional on purpose: a database that already
+-- holds a same-named object must fail initialization instead of passing silently.
 -- The last statement sets user_version; it is transactional, so a failed initialization
 -- leaves the database unversioned.
 --

@@ -1,0 +1,304 @@
+"""Writer spec tests: exact canonical event bytes, delivery to subscribers only after
+commit, and reopening without replay.
+
+The payload bytes are pinned literally (SPEC.md section 7), one named case per event: the
+reservation of retries 0..3, an execution transition, the finalizing decision with
+``claim`` claimed and superseded, and ``attempt_finished`` for each outcome (failed with
+its code and object diagnostic, censored with its reason, superseded, accepted).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from runstore import RunStore, sql
+from runstore.canonical import JSON
+from runstore.errors import DatabaseError
+from runstore.history import CommittedEvent
+from runstore.model import scenarios as sc
+from runstore.records import (
+    Accepted,
+    AttemptState,
+    Censored,
+    Failed,
+    FirstAttempt,
+    Next,
+    Retry,
+    Superseded,
+)
+from writer_world import World, read
+
+SLOT = "attempt-slot:v1:50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69"
+A0 = "attempt:v1:6074f254e9a5beee80cfc88843a6feb930a1423934c14b8ba476ee70ad37c1e0"
+A1 = "attempt:v1:e433385936d6973c211856a36bb83021a8828acf169bb2bea93286ee1e7fd53c"
+A2 = "attempt:v1:de5c5267a864de70fa985dad7f0a64efd777bb78a7ce22b574eba3b11b62e327"
+A3 = "attempt:v1:1dd08c5352e077f35398be86e093e71df8540e184b574650e88a7d9082e81f5e"
+
+# (case, sequence, kind, attempt_id, at_ns, payload_json bytes)
+PINNED: list[tuple[str, int, str, str, int, bytes]] = [
+    (
+        "attempt_reserved retry 0",
+        1,
+        "attempt_reserved",
+        A0,
+        1_000,
+        b'{"from":null,"retry_index":0,"revision":0,"slot_id":"attempt-slot:v1:'
+        b'50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69","to":"reserved"}',
+    ),
+    (
+        "attempt_reserved retry 1",
+        2,
+        "attempt_reserved",
+        A1,
+        1_010,
+        b'{"from":null,"retry_index":1,"revision":0,"slot_id":"attempt-slot:v1:'
+        b'50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69","to":"reserved"}',
+    ),
+    (
+        "attempt_transition reserved -> materializing",
+        3,
+        "attempt_transition",
+        A0,
+        1_100,
+        b'{"from":"reserved","revision":1,"to":"materializing"}',
+    ),
+    (
+        "attempt_finalizing claimed",
+        4,
+        "attempt_finalizing",
+        A0,
+        1_200,
+        b'{"claim":"claimed","from":"materializing","revision":2,"to":"finalizing"}',
+    ),
+    (
+        "attempt_finalizing superseded",
+        5,
+        "attempt_finalizing",
+        A1,
+        1_300,
+        b'{"claim":"superseded","from":"reserved","revision":1,"to":"finalizing"}',
+    ),
+    (
+        "attempt_finished superseded",
+        6,
+        "attempt_finished",
+        A1,
+        1_400,
+        b'{"from":"finalizing","revision":2,"to":"superseded"}',
+    ),
+    (
+        "attempt_finished failed with failure_code and details",
+        7,
+        "attempt_finished",
+        A0,
+        1_500,
+        b'{"details":{"exit_status":3,"message":"out of memory","signal":null},'
+        b'"failure_code":"worker_crashed","from":"finalizing","revision":3,"to":"failed"}',
+    ),
+    (
+        "attempt_reserved retry 2",
+        8,
+        "attempt_reserved",
+        A2,
+        2_000,
+        b'{"from":null,"retry_index":2,"revision":0,"slot_id":"attempt-slot:v1:'
+        b'50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69","to":"reserved"}',
+    ),
+    (
+        "attempt_reserved retry 3",
+        9,
+        "attempt_reserved",
+        A3,
+        2_010,
+        b'{"from":null,"retry_index":3,"revision":0,"slot_id":"attempt-slot:v1:'
+        b'50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69","to":"reserved"}',
+    ),
+    (
+        "attempt_finalizing claimed from reserved",
+        10,
+        "attempt_finalizing",
+        A2,
+        2_100,
+        b'{"claim":"claimed","from":"reserved","revision":1,"to":"finalizing"}',
+    ),
+    (
+        "attempt_finalizing superseded from reserved",
+        11,
+        "attempt_finalizing",
+        A3,
+        2_150,
+        b'{"claim":"superseded","from":"reserved","revision":1,"to":"finalizing"}',
+    ),
+    (
+        "attempt_finished censored with reason",
+        12,
+        "attempt_finished",
+        A3,
+        2_300,
+        b'{"from":"finalizing","reason":"budget exhausted after 5 \xc2\xb5s \\"hard\\"",'
+        b'"revision":2,"to":"censored"}',
+    ),
+    (
+        "attempt_finished accepted",
+        13,
+        "attempt_finished",
+        A2,
+        2_400,
+        b'{"from":"finalizing","revision":2,"to":"accepted"}',
+    ),
+]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    world = World(tmp_path)
+    yield world
+    world.close()
+
+
+def test_each_event_kind_has_its_pinned_canonical_bytes(world: World) -> None:
+    fixture = sc.slot_fixture()
+    assert fixture.slot_id == SLOT
+    world.register(fixture)
+    a0 = world.start(fixture, "reservation-0", authorization=FirstAttempt(), now=1_000)
+    a1 = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=1_010)
+    a0 = world.advance(a0, AttemptState.MATERIALIZING, 1_100)
+    a0 = world.claim(a0, "claim-0", 1_200).attempt
+    a1 = world.claim(a1, "claim-1", 1_300).attempt
+    world.finish(a1, Superseded(), "attempt-1", 1_400)
+    details: dict[str, JSON] = {"exit_status": 3, "message": "out of memory", "signal": None}
+    world.finish(a0, Failed(code="worker_crashed", details=details), "attempt-0", 1_500)
+    retry = Retry(next_index=2, max_index=3)
+    a2 = world.start(fixture, "reservation-2", authorization=retry, now=2_000)
+    a3 = world.start(fixture, "reservation-3", authorization=Next(retry=True), now=2_010)
+    a2 = world.claim(a2, "claim-2", 2_100).attempt
+    a3 = world.claim(a3, "claim-3", 2_150).attempt
+    world.publish(a2, fixture.observation_slots[0], "result-2", 2_200)
+    world.finish(a3, Censored(reason='budget exhausted after 5 \u00b5s "hard"'), "a3", 2_300)
+    world.finish(a2, Accepted(), "attempt-2", 2_400)
+
+    stored = world.rows(
+        "SELECT sequence, kind, attempt_id, at_ns, CAST(payload_json AS BLOB) FROM events "
+        "ORDER BY sequence"
+    )
+    expected = {case: rest for case, *rest in PINNED}
+    assert {case: list(row) for (case, *_), row in zip(PINNED, stored, strict=True)} == expected
+    # payload_json is stored as TEXT holding exactly those UTF-8 bytes.
+    assert world.rows("SELECT DISTINCT typeof(payload_json) FROM events") == [("text",)]
+    # Subscribers received the same events, with the same bytes, in sequence order.
+    assert [(e.sequence, e.kind, e.attempt_id, e.at_ns, e.payload) for e in world.delivered] == [
+        tuple(rest) for _, *rest in PINNED
+    ]
+    world.check()
+
+
+def test_subscribers_run_after_commit_and_see_committed_rows(world: World) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    seen: list[tuple[int, bool, list[tuple[object, ...]]]] = []
+    connection = world.store._require_connection()
+
+    def subscriber(event: CommittedEvent) -> None:
+        visible = read(
+            world.database_path,
+            "SELECT kind, CAST(payload_json AS BLOB) FROM events WHERE sequence = ?",
+            (event.sequence,),
+        )
+        seen.append((event.sequence, connection.in_transaction, visible))
+
+    world.store.subscribe(subscriber)
+    guard = world.start(fixture, "reservation-0")
+    guard = world.advance(guard, AttemptState.MATERIALIZING, 1_100)
+    guard = world.claim(guard, "claim-0", 1_200).attempt
+    world.renew(guard, 12_000, 1_250)  # no event
+    world.publish(guard, fixture.observation_slots[0], "result-0", 1_300)  # no event
+    world.finish(guard, Accepted(), "attempt-0", 1_400)
+    assert [sequence for sequence, _, _ in seen] == [1, 2, 3, 4]
+    for sequence, in_transaction, visible in seen:
+        assert not in_transaction
+        event = world.delivered[sequence - 1]
+        assert visible == [(event.kind, event.payload)]
+
+
+def test_refused_and_rolled_back_calls_deliver_nothing(world: World) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    guard = world.start(fixture, "reservation-0")
+    moved = world.advance(guard, AttemptState.MATERIALIZING, 1_100)
+    assert len(world.delivered) == 2
+    world.refused("stale_revision", lambda: world.advance(guard, AttemptState.STARTING, 1_200))
+    world.refused("illegal_transition", lambda: world.advance(moved, AttemptState.EXECUTING, 1_200))
+    world.refused("out_of_range", lambda: world.advance(moved, AttemptState.STARTING, -1))
+    assert len(world.delivered) == 2
+
+    # A failure at COMMIT itself rolls the call back and delivers nothing either.
+    def fail_commit(phase: str, statement: str) -> None:
+        if phase == "before" and statement == "COMMIT":
+            raise sqlite3.OperationalError("injected: COMMIT failed")
+
+    before = world.projection()
+    previous = sql._install_observer(fail_commit)
+    try:
+        with pytest.raises(DatabaseError):
+            world.store.advance(moved, AttemptState.STARTING, 1_300)
+    finally:
+        sql._install_observer(previous)
+    assert world.projection() == before
+    assert len(world.delivered) == 2
+    world.check()
+    # The same call succeeds once COMMIT works, and only then is its event delivered.
+    world.advance(moved, AttemptState.STARTING, 1_300)
+    assert [event.sequence for event in world.delivered] == [1, 2, 3]
+    world.check()
+
+
+def test_a_subscriber_hears_only_its_own_handles_commits(world: World) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    other: list[CommittedEvent] = []
+    with RunStore.open(world.store.root) as second:
+        second.subscribe(other.append)
+        guard = world.start(fixture, "reservation-0")
+        guard = world.advance(guard, AttemptState.MATERIALIZING, 1_100)
+        assert other == []
+        moved = second.advance(guard, AttemptState.STARTING, 1_200)
+        assert [event.sequence for event in other] == [3]
+        assert [event.sequence for event in world.delivered] == [1, 2]
+        assert moved.revision == 2
+
+
+def test_reopening_shows_committed_state_without_replaying_events(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    first = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    first = world.claim(first, "claim-0", 1_200).attempt
+    world.publish(first, fixture.observation_slots[0], "result-0", 1_300)
+    world.finish(first, Failed(code="oom", details={}), "attempt-0", 1_400)
+    second = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=2_000)
+    second = world.advance(second, AttemptState.MATERIALIZING, 2_100)
+    world.renew(second, 20_000, 2_200)
+    world.check()
+    before = world.projection()
+    world.close()
+
+    delivered: list[CommittedEvent] = []
+    reopened = RunStore.open(tmp_path)
+    try:
+        reopened.subscribe(delivered.append)
+        assert world.projection() == before
+        assert delivered == []
+        # A second handle opened alongside changes nothing either.
+        RunStore.open(tmp_path).close()
+        assert world.projection() == before
+        # The guard issued before the reopen still owns the attempt; the event log goes on.
+        moved = reopened.advance(second, AttemptState.STARTING, 2_300)
+        assert moved.revision == 2
+        assert [(e.sequence, e.kind, e.attempt_id) for e in delivered] == [
+            (max(row[0] for row in before["events"]) + 1, "attempt_transition", second.attempt_id)
+        ]
+    finally:
+        reopened.close()
