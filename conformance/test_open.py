@@ -15,13 +15,12 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
-
 import runstore
-from runstore import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION, RunStore, durable
+from runstore import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION, RunStore, durable, store_files
 from runstore import sql as store_sql
-from runstore import store_files
 from runstore.errors import (
     BusyError,
     CapabilityProbeError,
@@ -104,9 +103,7 @@ def test_repeated_opens_see_one_schema_and_keep_history(root: Path) -> None:
         pass
     assert catalogue(root) == first
     with fresh_connection(root) as connection:
-        assert connection.execute("SELECT count(*) FROM applicability_decisions").fetchone() == (
-            1,
-        )
+        assert connection.execute("SELECT count(*) FROM applicability_decisions").fetchone() == (1,)
         assert connection.execute("SELECT count(*) FROM events").fetchone() == (0,)
 
 
@@ -125,8 +122,8 @@ class _RecordingConnection(sqlite3.Connection):
     """Records every statement, and can lie about one pragma's read-back value."""
 
     lie_about: str | None = None
-    log: list[tuple[int, str]] = []
-    opened: list[str] = []
+    log: ClassVar[list[tuple[int, str]]] = []
+    opened: ClassVar[list[str]] = []
 
     def __init__(self, database: str, *args: object, **kwargs: object) -> None:
         super().__init__(database, *args, **kwargs)  # type: ignore[arg-type]
@@ -143,8 +140,8 @@ class _RecordingConnection(sqlite3.Connection):
 @pytest.fixture
 def recording(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_RecordingConnection]]:
     class Recording(_RecordingConnection):
-        log: list[tuple[int, str]] = []
-        opened: list[str] = []
+        log: ClassVar[list[tuple[int, str]]] = []
+        opened: ClassVar[list[str]] = []
 
     real_connect = sqlite3.connect
 
