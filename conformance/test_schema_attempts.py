@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from runstore.model import LEGAL_EDGES
 from schema_rows import (
     MAX_JSON_INT,
     PATH_TO,
@@ -27,33 +28,8 @@ from schema_rows import (
     transaction,
 )
 
-# The design contract's edge list. A later model module exposes LEGAL_EDGES; until then
-# the expected set is data here.
-EXECUTION_PHASES = (
-    "reserved",
-    "materializing",
-    "starting",
-    "preparing",
-    "executing",
-    "checkpointing",
-    "validating",
-    "evaluating",
-)
-LEGAL_EDGES = frozenset(
-    {
-        ("reserved", "materializing"),
-        ("materializing", "starting"),
-        ("starting", "preparing"),
-        ("preparing", "executing"),
-        ("executing", "checkpointing"),
-        ("checkpointing", "validating"),
-        ("validating", "evaluating"),
-        ("executing", "validating"),
-        ("evaluating", "executing"),
-    }
-    | {(phase, "finalizing") for phase in EXECUTION_PHASES}
-    | {("finalizing", outcome) for outcome in TERMINAL_STATES}
-)
+# The legal edges exist once, as data, in the model; the schema's triggers must permit
+# exactly those.
 
 
 @pytest.fixture
