@@ -1,0 +1,282 @@
+"""The campaign runner: a reference execution, then one crashed copy per chosen boundary.
+
+Rules of this file: the process that calls :func:`run_campaign` (the parent) never opens
+a connection or copies a live store: it computes the model run (pure), forks a child to
+prepare the fixture, a child for the reference execution, and one trial child per crash
+point (at most ``jobs`` at a time). A trial child copies the closed fixture (names
+preserved), forks the crashing grandchild, checks the grandchild's trace is exactly the
+reference prefix, and only then verifies the copy (reopen, integrity, model states,
+continuation) and writes its finding as JSON. A changed execution path is a ``mismatch``:
+reported, never counted as a tested crash point.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+import attrs
+from runstore.crashsim import processes
+from runstore.crashsim.harness import COMPLETED, ModelRun, prepare_fixture, run_traced
+from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.tracer import CRASH_EXIT, Entry, describe, read_trace
+from runstore.crashsim.verify import Acceptable, verify
+from runstore.model import ModelState
+
+
+@attrs.frozen
+class Point:
+    """Boundary ``k`` of the reference trace, inside step ``op_index`` (0 is opening);
+    ``committed`` when a COMMIT of that step completed at or before it."""
+
+    k: int
+    entry: Entry
+    op_index: int
+    op_name: str
+    committed: bool
+
+    def acceptable(self, states: Sequence[ModelState]) -> Acceptable:
+        after = ("after", states[self.op_index + 1])
+        return [after] if self.committed else [("before", states[self.op_index]), after]
+
+
+@attrs.frozen
+class CrashResult:
+    """The finding at one crash point: ``status`` is "ok", "failure" or "mismatch"."""
+
+    scenario: str
+    k: int
+    status: str
+    boundary: str
+    operation: str
+    acceptable: str
+    detail: str = ""
+
+
+@attrs.frozen
+class CampaignResult:
+    """One scenario's campaign. ``problem`` is a failure of the fixture or the reference."""
+
+    scenario: str
+    boundaries: int
+    results: tuple[CrashResult, ...]
+    seconds: float
+    problem: str | None = None
+
+    @property
+    def crashes(self) -> int:
+        return sum(1 for r in self.results if r.status != "mismatch")
+
+    @property
+    def failures(self) -> list[CrashResult]:
+        return [r for r in self.results if r.status == "failure"]
+
+    @property
+    def mismatches(self) -> list[CrashResult]:
+        return [r for r in self.results if r.status == "mismatch"]
+
+
+Selector = Callable[[Sequence[Point]], Sequence[int]]
+"""Chooses the crash points (boundary numbers) of a campaign from its reference points."""
+
+
+def points_of(trace: Sequence[Entry]) -> list[Point]:
+    """The boundaries of a reference trace with the step each belongs to."""
+    points: list[Point] = []
+    op_index, op_name, committed = 0, "open", False
+    for entry in trace:
+        if entry[0] == "op":
+            op_index, op_name, committed = int(str(entry[1])), str(entry[2]), False
+        elif entry[0] == "b":
+            if entry[2:] == ["after", "sql", "COMMIT"]:
+                committed = True
+            points.append(Point(len(points), entry, op_index, op_name, committed))
+    return points
+
+
+def check_prefix(reference: Sequence[Entry], trace: Sequence[Entry], k: int, status: int) -> str:
+    """Why a child's ``trace`` is not the reference prefix ending at boundary ``k`` (empty
+    when it is)."""
+    for index, entry in enumerate(trace):
+        if index >= len(reference) or entry != reference[index]:
+            expected = reference[index] if index < len(reference) else "the end"
+            return f"trace entry {index} is {entry}, the reference has {expected}"
+    if status != CRASH_EXIT or not trace or trace[-1][:2] != ["b", k]:
+        last = trace[-1] if trace else "nothing"
+        return f"the child exited with status {status} after {last}, not at boundary {k}"
+    return ""
+
+
+def brief(state: ModelState) -> str:
+    """A model state in a few words."""
+    attempts = ",".join(
+        f"{row.retry_index}:{row.state.value}@{row.revision}"
+        for row in sorted(state.attempts.values(), key=lambda row: row.id)
+    )
+    return (
+        f"slots={len(state.attempt_slots)} attempts=[{attempts}] leases={len(state.leases)} "
+        f"claims={len(state.claims)} selections={len(state.selections)} "
+        f"events={len(state.events)}"
+    )
+
+
+def run_campaign(
+    scenario: Scenario,
+    select: Selector | None = None,
+    *,
+    jobs: int = 2,
+    directory: str | None = None,
+) -> CampaignResult:
+    """Run ``scenario``'s campaign at the points ``select`` chooses (every boundary when
+    None), in a temporary directory under ``directory`` (the system default when None)."""
+    started = time.monotonic()
+    run = ModelRun(scenario)
+    base = tempfile.mkdtemp(prefix=f"runstore-crashsim-{scenario.name}-", dir=directory)
+    try:
+        return _campaign(scenario, run, base, select, jobs, started)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _campaign(
+    scenario: Scenario,
+    run: ModelRun,
+    base: str,
+    select: Selector | None,
+    jobs: int,
+    started: float,
+) -> CampaignResult:
+    def finished(
+        boundaries: int, results: list[CrashResult], problem: str | None = None
+    ) -> CampaignResult:
+        seconds = time.monotonic() - started
+        return CampaignResult(scenario.name, boundaries, tuple(results), seconds, problem)
+
+    fixture = os.path.join(base, "fixture")
+    os.mkdir(fixture, 0o700)
+    error = os.path.join(base, "fixture.error")
+    if processes.run(lambda: prepare_fixture(scenario, run, fixture), error) != COMPLETED:
+        return finished(0, [], f"preparing the fixture failed: {_read(error)}")
+    reference, problem = _reference(scenario, run, base, fixture)
+    points = points_of(reference)
+    if problem:
+        return finished(len(points), [], problem)
+    chosen = sorted(set(select(points) if select is not None else range(len(points))))
+    results: list[CrashResult] = []
+    pool = processes.Pool(jobs)
+    queue = list(reversed(chosen))
+    while queue or len(pool):
+        while queue and not pool.full():
+            point = points[queue.pop()]
+            trial = os.path.join(base, f"k{point.k}")
+            body = functools.partial(_trial, scenario, run, fixture, trial, reference, point)
+            pool.start(body, point, trial + ".error")
+        tag, status = pool.wait_any()
+        assert isinstance(tag, Point)
+        results.append(_collect(scenario, run, base, tag, status))
+    results.sort(key=lambda r: r.k)
+    return finished(len(points), results)
+
+
+def _reference(
+    scenario: Scenario, run: ModelRun, base: str, fixture: str
+) -> tuple[list[Entry], str]:
+    """Record the reference execution and check its final state; returns its trace and a
+    problem (empty when none)."""
+    root = os.path.join(base, "reference")
+    shutil.copytree(fixture, root)
+    trace_path = os.path.join(base, "reference.trace")
+    status = processes.run(lambda: run_traced(scenario, run, root, trace_path, None))
+    trace = read_trace(trace_path)
+    if status != COMPLETED or not trace or trace[-1] != ["done"]:
+        last = trace[-1] if trace else "nothing"
+        return trace, f"the reference execution did not complete (status {status}, {last})"
+    result_path = os.path.join(base, "reference.json")
+    final = [("after", run.states[-1])]
+    processes.run(lambda: _verify_to(root, final, result_path))
+    found = _load(result_path)
+    if found.get("status") != "ok":
+        return trace, f"the completed reference run fails verification: {found.get('detail')}"
+    return trace, ""
+
+
+def _trial(
+    scenario: Scenario,
+    run: ModelRun,
+    fixture: str,
+    trial: str,
+    reference: Sequence[Entry],
+    point: Point,
+) -> int:
+    """Trial child body: copy, crash a grandchild at ``point``, check, verify, report."""
+    os.mkdir(trial, 0o700)
+    root = os.path.join(trial, "store")
+    shutil.copytree(fixture, root)
+    trace_path = os.path.join(trial, "trace")
+    status = processes.run(lambda: run_traced(scenario, run, root, trace_path, point.k))
+    mismatch = check_prefix(reference, read_trace(trace_path), point.k, status)
+    result_path = os.path.join(trial, "result.json")
+    if mismatch:
+        _write(result_path, {"status": "mismatch", "detail": mismatch})
+        return 0
+    return _verify_to(root, point.acceptable(run.states), result_path)
+
+
+def _verify_to(root: str, acceptable: Acceptable, result_path: str) -> int:
+    verdict = verify(root, acceptable)
+    status = "ok" if verdict.ok else "failure"
+    _write(result_path, {"status": status, "matched": verdict.matched, "detail": verdict.detail})
+    return 0
+
+
+def _collect(
+    scenario: Scenario, run: ModelRun, base: str, point: Point, status: int
+) -> CrashResult:
+    trial = os.path.join(base, f"k{point.k}")
+    found = _load(os.path.join(trial, "result.json"))
+    shutil.rmtree(trial, ignore_errors=True)
+    if not found:
+        error = _read(trial + ".error")
+        found = {"status": "failure", "detail": f"the trial process ended with {status}: {error}"}
+    acceptable = " | ".join(
+        f"{label}: {brief(state)}" for label, state in point.acceptable(run.states)
+    )
+    detail = str(found.get("detail", ""))
+    if found.get("matched"):
+        detail = f"matched {found['matched']}; {detail}"
+    return CrashResult(
+        scenario=scenario.name,
+        k=point.k,
+        status=str(found["status"]),
+        boundary=describe(point.entry),
+        operation=f"step {point.op_index} ({point.op_name})",
+        acceptable=acceptable,
+        detail=detail,
+    )
+
+
+def _write(path: str, value: dict[str, str]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(value, handle)
+
+
+def _load(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {str(key): str(item) for key, item in value.items()}
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip().splitlines()[-1]
+    except (FileNotFoundError, IndexError):
+        return "(no error recorded)"

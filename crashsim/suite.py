@@ -1,0 +1,125 @@
+"""Running several campaigns: the representative subset or every boundary, and the summary.
+
+Rules of this file: the choice of crash points lives here. The exhaustive suite crashes
+at every boundary of every scenario. The representative subset crashes at every boundary
+of the scenarios in :data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`, and for the
+others at a seeded sample: a few boundaries of opening the store, and a sample of the
+crash-tested steps' boundaries that always includes the boundaries around each COMMIT.
+The work directory defaults to ``/dev/shm`` where it exists: the campaigns simulate
+process death, not power loss, so the page cache is part of what survives and a tmpfs
+gives the same answers without waiting for the disk.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+
+import attrs
+from runstore.crashsim.campaign import CampaignResult, Point, Selector, run_campaign
+from runstore.crashsim.scenarios import FULL_IN_SUBSET, SCENARIOS, Scenario
+
+SAMPLE_OPEN = 8
+SAMPLE_STEPS = 24
+
+
+@attrs.frozen
+class SuiteResult:
+    campaigns: tuple[CampaignResult, ...]
+    seconds: float
+
+    @property
+    def failures(self) -> int:
+        return sum(len(c.failures) + (1 if c.problem else 0) for c in self.campaigns)
+
+    @property
+    def mismatches(self) -> int:
+        return sum(len(c.mismatches) for c in self.campaigns)
+
+    def summary(self) -> str:
+        boundaries = sum(c.boundaries for c in self.campaigns)
+        crashes = sum(c.crashes for c in self.campaigns)
+        return (
+            f"scenarios={len(self.campaigns)} boundaries={boundaries} crashes={crashes} "
+            f"failures={self.failures} seconds={self.seconds:.1f}"
+        )
+
+
+def sampler(seed: int, name: str) -> Selector:
+    """The subset's seeded choice of crash points for scenario ``name``."""
+
+    def select(points: Sequence[Point]) -> list[int]:
+        rng = random.Random(f"{seed}:{name}")
+        opening = [p.k for p in points if p.op_index == 0]
+        steps = [p.k for p in points if p.op_index > 0]
+        around_commits = [
+            p.k for p in points if p.op_index > 0 and p.entry[3:] == ["sql", "COMMIT"]
+        ]
+        chosen = set(rng.sample(opening, min(SAMPLE_OPEN, len(opening))))
+        chosen |= set(rng.sample(steps, min(SAMPLE_STEPS, len(steps))))
+        chosen |= set(around_commits)
+        if not steps:  # a scenario that is all opening (initialization)
+            chosen |= set(rng.sample(opening, min(SAMPLE_OPEN + SAMPLE_STEPS, len(opening))))
+        return sorted(chosen)
+
+    return select
+
+
+def default_directory() -> str | None:
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def default_jobs() -> int:
+    return (os.cpu_count() or 1) + 1
+
+
+def run_suite(
+    scenarios: Sequence[Scenario] | None = None,
+    *,
+    exhaustive: bool = False,
+    seed: int = 0,
+    full: Sequence[str] = FULL_IN_SUBSET,
+    jobs: int | None = None,
+    directory: str | None = None,
+    report: Callable[[CampaignResult], None] | None = None,
+) -> SuiteResult:
+    """Run each scenario's campaign (the whole catalog when None): at every boundary when
+    ``exhaustive`` or the scenario is in ``full``, else at the seeded sample."""
+    started = time.monotonic()
+    chosen = list(SCENARIOS.values()) if scenarios is None else list(scenarios)
+    results = []
+    for scenario in chosen:
+        select = None if exhaustive or scenario.name in full else sampler(seed, scenario.name)
+        result = run_campaign(
+            scenario,
+            select,
+            jobs=jobs or default_jobs(),
+            directory=directory or default_directory(),
+        )
+        if report is not None:
+            report(result)
+        results.append(result)
+    return SuiteResult(tuple(results), time.monotonic() - started)
+
+
+def failure_lines(result: CampaignResult) -> list[str]:
+    """The report lines of a campaign's problem, failures and mismatches."""
+    lines = []
+    if result.problem:
+        lines.append(f"FAILURE scenario={result.scenario}: {result.problem}")
+    for crash in result.failures:
+        lines.append(
+            f"FAILURE scenario={crash.scenario} k={crash.k} in {crash.operation}\n"
+            f"  boundary: {crash.boundary}\n"
+            f"  acceptable: {crash.acceptable}\n"
+            f"  found: {crash.detail}"
+        )
+    for crash in result.mismatches:
+        lines.append(
+            f"MISMATCH scenario={crash.scenario} k={crash.k} (not counted)\n"
+            f"  boundary: {crash.boundary}\n"
+            f"  {crash.detail}"
+        )
+    return lines

@@ -1,0 +1,117 @@
+"""The boundary tracer: numbers every durability and SQL boundary of one process, in order.
+
+Rules of this file: test-only. It hooks the store only through the two seams' private
+``_install_observer`` functions (``runstore.durable`` and ``runstore.sql``) and adds nothing
+to the runtime. A trace is a list of entries, written as JSON lines to a file descriptor
+as they happen (one ``os.write`` each, so a child that leaves with ``os._exit`` loses
+nothing):
+
+* ``["b", k, phase, kind, text]``: boundary ``k`` (0, 1, ...), ``phase`` "before" or
+  "after", ``kind`` "sql" (``text`` is the statement) or "fs" (``text`` is the operation
+  and its target);
+* ``["op", i, name]`` and ``["end", i]``: the scenario harness's marks around step ``i``.
+  Marks are not boundaries and are never crash points.
+
+Targets are normalized (the store root becomes ``$ROOT``, the random probe suffix ``*``)
+so that traces of runs on different copies compare equal. With ``crash_at=k`` the tracer
+writes boundary ``k`` and then calls ``os._exit(CRASH_EXIT)``: no destructors, no
+rollback, no flushing of anything but the trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Final, Literal
+
+from runstore import durable, sql
+
+Entry = list[object]
+Phase = Literal["before", "after"]
+
+CRASH_EXIT: Final = 77
+"""The exit status of a child that stopped at its crash point."""
+
+_PROBE_SUFFIX: Final = re.compile(r"(\.run-store-probe-)[0-9a-f]+")
+
+
+def normalize(text: str, root: str) -> str:
+    """``text`` with the store root and the random probe-directory suffix replaced."""
+    return _PROBE_SUFFIX.sub(r"\1*", text.replace(root, "$ROOT"))
+
+
+class Tracer:
+    """Numbers boundaries, writes each entry to ``fd`` at once, and stops the process at
+    boundary ``crash_at`` (never when it is None). Use as a context manager: entering
+    installs both observers, leaving restores the previous ones."""
+
+    def __init__(self, fd: int, root: str, crash_at: int | None = None) -> None:
+        self._fd = fd
+        self._root = root
+        self._crash_at = crash_at
+        self._next = 0
+        self._previous: tuple[durable.Observer | None, sql.Observer | None] = (None, None)
+
+    def __enter__(self) -> Tracer:
+        self._previous = (
+            durable._install_observer(self._on_fs),
+            sql._install_observer(self._on_sql),
+        )
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        durable._install_observer(self._previous[0])
+        sql._install_observer(self._previous[1])
+
+    def mark(self, entry: Entry) -> None:
+        """Write a harness mark (or any non-boundary entry)."""
+        self._write(entry)
+
+    def _on_sql(self, phase: Phase, statement: str) -> None:
+        self._boundary(phase, "sql", " ".join(statement.split()))
+
+    def _on_fs(self, phase: Phase, operation: str, target: str) -> None:
+        self._boundary(phase, "fs", f"{operation} {target}")
+
+    def _boundary(self, phase: Phase, kind: str, text: str) -> None:
+        k = self._next
+        self._next += 1
+        self._write(["b", k, phase, kind, normalize(text, self._root)])
+        if k == self._crash_at:
+            os._exit(CRASH_EXIT)
+
+    def _write(self, entry: Entry) -> None:
+        data = (json.dumps(entry) + "\n").encode()
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+
+
+def read_trace(path: str) -> list[Entry]:
+    """The entries of a trace file (an incomplete last line, if any, is dropped)."""
+    try:
+        with open(path, "rb") as handle:
+            lines = handle.read().split(b"\n")
+    except FileNotFoundError:
+        return []
+    entries: list[Entry] = []
+    for line in lines:
+        if not line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            break
+        entries.append(entry)
+    return entries
+
+
+def boundaries(trace: list[Entry]) -> list[Entry]:
+    """Only the boundary entries of ``trace``, in order (entry ``i`` is boundary ``i``)."""
+    return [entry for entry in trace if entry[0] == "b"]
+
+
+def describe(entry: Entry) -> str:
+    """A boundary entry in words: ``k=12 before sql: COMMIT``."""
+    return f"k={entry[1]} {entry[2]} {entry[3]}: {entry[4]}"

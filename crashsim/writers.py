@@ -1,0 +1,160 @@
+"""One writer interface over the store and the model, so a scenario runs on either.
+
+Rules of this file: :class:`Writer` is the structural type of ``RunStore``'s writer methods;
+:class:`ModelWriter` implements it over the pure model, holding the current state and
+raising :class:`ModelRefusal` (with the refusal's code) where the store would raise a
+``RunStoreError``. :func:`outcome` turns either kind of refusal into a comparable value.
+No I/O here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+from runstore import model as m
+from runstore.errors import RunStoreError
+from runstore.records import (
+    ApplicabilityDecision,
+    ArtifactRegistration,
+    AttemptSlot,
+    AttemptState,
+    ClaimDisposition,
+    LeaseRequest,
+    Observation,
+    ObservationSlot,
+    OwnedAttempt,
+    ResolvedRun,
+    RetryAuthorization,
+    TerminalAttempt,
+    TerminalOutcome,
+)
+
+T = TypeVar("T")
+
+
+class Writer(Protocol):
+    """The writer methods a scenario may call (``RunStore`` has them all)."""
+
+    def register_one_shot(
+        self,
+        candidate: ApplicabilityDecision,
+        run: ResolvedRun,
+        attempt_slot: AttemptSlot,
+        observation_slot: ObservationSlot,
+    ) -> str: ...
+
+    def reserve(
+        self, slot_id: str, authorization: RetryAuthorization, lease: LeaseRequest, now_ns: int
+    ) -> OwnedAttempt: ...
+
+    def advance(self, attempt: OwnedAttempt, phase: AttemptState, now_ns: int) -> OwnedAttempt: ...
+
+    def renew(self, attempt: OwnedAttempt, expires_at_ns: int, now_ns: int) -> OwnedAttempt: ...
+
+    def begin_finalization(
+        self, attempt: OwnedAttempt, lease: LeaseRequest, now_ns: int
+    ) -> ClaimDisposition: ...
+
+    def register_observation(
+        self,
+        attempt: OwnedAttempt,
+        observation: Observation,
+        artifact: ArtifactRegistration,
+        select: bool,
+        now_ns: int,
+    ) -> OwnedAttempt: ...
+
+    def commit_finalization(
+        self,
+        attempt: OwnedAttempt,
+        outcome: TerminalOutcome,
+        artifact: ArtifactRegistration,
+        references: Sequence[tuple[str, str]],
+        now_ns: int,
+    ) -> TerminalAttempt: ...
+
+
+class ModelRefusal(Exception):
+    """The model refused a call; ``code`` is the store error code for the same call."""
+
+    def __init__(self, refusal: m.Refusal) -> None:
+        super().__init__(f"{refusal.code}: {refusal.message}")
+        self.code = refusal.code
+
+
+class ModelWriter:
+    """The pure model behind the :class:`Writer` interface; ``state`` is the current state."""
+
+    def __init__(self, state: m.ModelState) -> None:
+        self.state = state
+
+    def _apply(self, step: tuple[m.ModelState, T | m.Refusal]) -> T:
+        new_state, result = step
+        if isinstance(result, m.Refusal):
+            raise ModelRefusal(result)
+        self.state = new_state
+        return result
+
+    def register_one_shot(
+        self,
+        candidate: ApplicabilityDecision,
+        run: ResolvedRun,
+        attempt_slot: AttemptSlot,
+        observation_slot: ObservationSlot,
+    ) -> str:
+        return self._apply(
+            m.register_one_shot(self.state, candidate, run, attempt_slot, observation_slot)
+        )
+
+    def reserve(
+        self, slot_id: str, authorization: RetryAuthorization, lease: LeaseRequest, now_ns: int
+    ) -> OwnedAttempt:
+        return self._apply(m.reserve(self.state, slot_id, authorization, lease, now_ns))
+
+    def advance(self, attempt: OwnedAttempt, phase: AttemptState, now_ns: int) -> OwnedAttempt:
+        return self._apply(m.advance(self.state, attempt, phase, now_ns))
+
+    def renew(self, attempt: OwnedAttempt, expires_at_ns: int, now_ns: int) -> OwnedAttempt:
+        return self._apply(m.renew(self.state, attempt, expires_at_ns, now_ns))
+
+    def begin_finalization(
+        self, attempt: OwnedAttempt, lease: LeaseRequest, now_ns: int
+    ) -> ClaimDisposition:
+        return self._apply(m.begin_finalization(self.state, attempt, lease, now_ns))
+
+    def register_observation(
+        self,
+        attempt: OwnedAttempt,
+        observation: Observation,
+        artifact: ArtifactRegistration,
+        select: bool,
+        now_ns: int,
+    ) -> OwnedAttempt:
+        return self._apply(
+            m.register_observation(self.state, attempt, observation, artifact, select, now_ns)
+        )
+
+    def commit_finalization(
+        self,
+        attempt: OwnedAttempt,
+        outcome: TerminalOutcome,
+        artifact: ArtifactRegistration,
+        references: Sequence[tuple[str, str]],
+        now_ns: int,
+    ) -> TerminalAttempt:
+        return self._apply(
+            m.commit_finalization(self.state, attempt, outcome, artifact, references, now_ns)
+        )
+
+
+Outcome = tuple[str, object]
+"""``("ok", result)`` or ``("refused", code)``."""
+
+
+def outcome(call: Callable[[], object]) -> Outcome:
+    """Run ``call``; a store or model refusal becomes ``("refused", code)``."""
+    try:
+        return ("ok", call())
+    except (ModelRefusal, RunStoreError) as refusal:
+        return ("refused", refusal.code)
