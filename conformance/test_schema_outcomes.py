@@ -76,6 +76,8 @@ MISSING_CASES: list[tuple[str, dict[str, Any], str]] = (
         ("accepted", {"failure_code": "oops"}, "attempt_failure_code_iff_failed"),
         ("superseded", {"censor_reason": "late"}, "attempt_censor_reason_iff_censored"),
         ("failed", {"final_artifact_kind": "observation"}, "attempt_final_artifact_kind"),
+        # Without its kind the composite foreign key is skipped: the id could dangle.
+        ("failed", {"final_artifact_kind": None}, "attempt_final_artifact_iff_terminal"),
     ]
 )
 

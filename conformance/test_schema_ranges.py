@@ -153,3 +153,25 @@ def test_revision_and_retry_ranges_hold_beneath_the_triggers(rows: Rows) -> None
         rows.transition(attempt, 1, "reserved", "finalizing", -1, event_sequence=sequence)
     with check_failed("attempt_retry_index_range"):
         insert(conn, "attempts", rows.attempt_row(world.slot, retry_index=MAX_JSON_INT + 1))
+
+
+def test_state_lists_and_update_order_hold_beneath_the_triggers(rows: Rows) -> None:
+    """The state-list CHECKs and updated >= started are unreachable through the triggers;
+    they still hold when the triggers are gone (defence in depth)."""
+    conn = rows.conn
+    world = rows.world()
+    conn.execute("DROP TRIGGER attempts_insert_is_reservation")
+    conn.execute("DROP TRIGGER attempt_transitions_insert_is_next_step")
+    with check_failed("attempt_state"):
+        insert(conn, "attempts", rows.attempt_row(world.slot, state="paused"))
+    with check_failed("attempt_updated_at_range"):
+        insert(conn, "attempts", rows.attempt_row(world.slot, started_at_ns=10, updated_at_ns=9))
+    attempt = rows.reserve(world.slot)
+    for source, target, constraint in (
+        ("reserved", "paused", "transition_to_state"),
+        ("paused", "finalizing", "transition_from_state"),
+    ):
+        at = rows.now()
+        with check_failed(constraint), transaction(conn):
+            sequence = rows.event("attempt_transition", attempt, at)
+            rows.transition(attempt, 1, source, target, at, event_sequence=sequence)

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import event, settings
+from hypothesis import Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from runstore import RunStore, RunStoreError, finalization, history, ownership, sql
@@ -470,4 +470,7 @@ TestWriterMatchesModel = WriterMatchesModel.TestCase
 TestWriterMatchesModel.settings = settings(
     max_examples=max(200, settings().max_examples),
     stateful_step_count=max(60, settings().stateful_step_count),
+    # The explain phase re-runs a shrunk program hundreds of times (minutes here) only to
+    # annotate lines; the shrunk program itself is the useful report.
+    phases=[phase for phase in settings().phases if phase is not Phase.explain],
 )

@@ -1,5 +1,5 @@
 """The conformance vectors (vectors/*.json, SPEC.md section 10): the committed files are
-current, and every vector holds against the library.
+current, and every vector holds against the library (events.json: replayed on a real store).
 
 The second half reads only the committed files, as another implementation would (format in
 vectors/README.md); it does not use the generator's cases or helpers. Regenerate the files
@@ -16,21 +16,37 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from runstore import RunStore
 from runstore.canonical import decode, encode, ns_from_json, ns_to_json
 from runstore.errors import RunStoreError
+from runstore.history import CommittedEvent
 from runstore.identity import PREFIXES, identity_input, run_attempt_id
 from runstore.records import (
+    Accepted,
     ApplicabilityDecision,
     ArtifactRegistration,
     AttemptSlot,
+    AttemptState,
+    Censored,
+    ClaimDisposition,
+    Failed,
+    FirstAttempt,
+    LeaseRequest,
+    Next,
     Observation,
     ObservationSlot,
+    OwnedAttempt,
     ResolvedRun,
+    Retry,
+    RetryAuthorization,
+    Superseded,
+    TerminalAttempt,
+    TerminalOutcome,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "vectors"
-OWNED = ("canonical_json.json", "identities.json")
+OWNED = ("canonical_json.json", "identities.json", "events.json")
 
 
 def load_generator() -> ModuleType:
@@ -65,6 +81,29 @@ def test_check_mode_names_a_stale_file(tmp_path: Path, capsys: pytest.CaptureFix
     assert generator.main(["--check", "--dir", str(tmp_path)]) == 0
 
 
+@pytest.mark.parametrize("mode", [[], ["--check"]], ids=["write", "check"])
+def test_a_model_disagreement_writes_nothing(
+    mode: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    generator = load_generator()
+    model_run = generator.model_run
+
+    def one_payload_byte_off() -> tuple[Any, list[Any]]:
+        played, events = model_run()
+        sequence, kind, attempt_id, at_ns, payload = events[-1]
+        events[-1] = (sequence, kind, attempt_id, at_ns, payload.replace(b'"to"', b'"To"'))
+        return played, events
+
+    monkeypatch.setattr(generator, "model_run", one_payload_byte_off)
+    capsys.readouterr()
+    assert generator.main([*mode, "--dir", str(tmp_path)]) == 1
+    assert "disagree" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- reading the vectors as another implementation would ----------------------------------
 
 
@@ -78,6 +117,7 @@ def read_vectors(name: str) -> dict[str, Any]:
 
 CANONICAL = read_vectors("canonical_json.json")
 IDENTITIES = read_vectors("identities.json")
+EVENTS = read_vectors("events.json")
 
 
 def cases(document: dict[str, Any], section: str) -> pytest.MarkDecorator:
@@ -221,6 +261,211 @@ def test_artifact_id(case: dict[str, Any]) -> None:
     assert encode(artifact.to_json()) == bytes.fromhex(case["document_hex"])
 
 
+# --- events.json: payload bytes, history shape, and a replay on a real store ---------------
+
+TERMINAL = {"accepted", "censored", "superseded", "failed"}
+EXECUTION_EDGES = {
+    ("reserved", "materializing"),
+    ("materializing", "starting"),
+    ("starting", "preparing"),
+    ("preparing", "executing"),
+    ("executing", "checkpointing"),
+    ("executing", "validating"),
+    ("checkpointing", "validating"),
+    ("validating", "evaluating"),
+    ("evaluating", "executing"),
+}
+
+
+def payload_keys(kind: str, payload: dict[str, Any]) -> set[str]:
+    """The keys SPEC.md section 7 lists for an event of ``kind`` with this payload."""
+    base = {"from", "to", "revision"}
+    if kind == "attempt_reserved":
+        return base | {"slot_id", "retry_index"}
+    if kind == "attempt_transition":
+        return base
+    if kind == "attempt_finalizing":
+        return base | {"claim"} if "claim" in payload else base
+    if kind == "attempt_finished":
+        extra = {"failed": {"failure_code", "details"}, "censored": {"reason"}}
+        return base | extra.get(payload["to"], set())
+    raise AssertionError(f"unknown event kind {kind!r}")
+
+
+def event_payload(case: dict[str, Any]) -> dict[str, Any]:
+    payload = decode(bytes.fromhex(case["payload_hex"]))
+    assert isinstance(payload, dict)
+    return payload
+
+
+@cases(EVENTS, "events")
+def test_event_payload_bytes(case: dict[str, Any]) -> None:
+    data = bytes.fromhex(case["payload_hex"])
+    assert case["payload_utf8"].encode("utf-8") == data
+    decoded = decode(data)
+    assert isinstance(decoded, dict)
+    assert encode(decoded) == data
+    payload: dict[str, Any] = decoded
+    kind = case["kind"]
+    assert set(payload) == payload_keys(kind, payload)
+    assert type(payload["revision"]) is int and payload["revision"] >= 0
+    assert ns_to_json(ns_from_json(case["at_ns"])) == case["at_ns"]
+    assert type(case["sequence"]) is int and case["sequence"] >= 1
+    if kind == "attempt_reserved":
+        assert (payload["from"], payload["to"], payload["revision"]) == (None, "reserved", 0)
+        attempt_id = run_attempt_id(payload["slot_id"], payload["retry_index"])
+        assert attempt_id == case["attempt_id"]
+    elif kind == "attempt_transition":
+        assert (payload["from"], payload["to"]) in EXECUTION_EDGES
+    elif kind == "attempt_finalizing":
+        assert payload["to"] == "finalizing"
+        assert payload["from"] not in TERMINAL | {"finalizing"}
+        assert payload.get("claim", "claimed") in {"claimed", "superseded"}
+    else:
+        assert payload["from"] == "finalizing" and payload["to"] in TERMINAL
+        if payload["to"] == "failed":
+            assert type(payload["failure_code"]) is str and type(payload["details"]) is dict
+        if payload["to"] == "censored":
+            assert type(payload["reason"]) is str and payload["reason"]
+
+
+def test_event_history_is_one_chain_per_attempt() -> None:
+    events, operations = EVENTS["events"], EVENTS["operations"]
+    assert [case["sequence"] for case in events] == list(range(1, len(events) + 1))
+    produced = {
+        sequence: operation for operation in operations for sequence in operation["event_sequences"]
+    }
+    assert sorted(produced) == [case["sequence"] for case in events]
+    last: dict[str, tuple[str, int, int]] = {}
+    for case in events:
+        payload = event_payload(case)
+        at_ns = int(case["at_ns"])
+        assert case["name"] == produced[case["sequence"]]["name"]
+        if case["attempt_id"] in last:
+            state, revision, previous_ns = last[case["attempt_id"]]
+            assert (payload["from"], payload["revision"]) == (state, revision + 1)
+            assert at_ns >= previous_ns
+        else:
+            assert case["kind"] == "attempt_reserved"
+        assert last.get(case["attempt_id"], ("", 0, 0))[0] not in TERMINAL
+        last[case["attempt_id"]] = (payload["to"], payload["revision"], at_ns)
+
+
+def lease_of(document: dict[str, Any]) -> LeaseRequest:
+    return LeaseRequest(
+        lease_id=document["lease_id"],
+        owner_token=document["owner_token"],
+        expires_at_ns=ns_from_json(document["expires_at_ns"]),
+    )
+
+
+def authorization_of(document: dict[str, Any]) -> RetryAuthorization:
+    if document["kind"] == "first_attempt":
+        return FirstAttempt()
+    if document["kind"] == "next":
+        return Next(retry=document["retry"])
+    assert document["kind"] == "retry"
+    return Retry(next_index=document["next_index"], max_index=document["max_index"])
+
+
+def outcome_of(document: dict[str, Any]) -> TerminalOutcome:
+    state = document["state"]
+    if state == "failed":
+        return Failed(code=document["code"], details=document["details"])
+    if state == "censored":
+        return Censored(reason=document["reason"])
+    if state == "superseded":
+        return Superseded()
+    assert state == "accepted"
+    return Accepted()
+
+
+def result_document(result: object) -> dict[str, Any]:
+    if isinstance(result, str):
+        return {"slot_id": result}
+    if isinstance(result, ClaimDisposition):
+        return {**result_document(result.attempt), "claimed": result.claimed}
+    if isinstance(result, OwnedAttempt):
+        return {
+            "attempt_id": result.attempt_id,
+            "retry_index": result.retry_index,
+            "state": result.state.value,
+            "revision": result.revision,
+            "claimed": result.claim_lease_id is not None,
+        }
+    assert isinstance(result, TerminalAttempt)
+    return {
+        "attempt_id": result.attempt_id,
+        "retry_index": result.retry_index,
+        "state": result.state.value,
+        "revision": result.revision,
+        "finished_at_ns": ns_to_json(result.finished_at_ns),
+        "event_sequence": result.event_sequence,
+    }
+
+
+def replay(store: RunStore, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
+    """Apply one operation of events.json; ``attempt_id`` names the latest guard."""
+    name, a = operation["operation"], operation["arguments"]
+    if name == "register_one_shot":
+        return store.register_one_shot(
+            ApplicabilityDecision.from_json(a["candidate"]),
+            ResolvedRun.from_json(a["run"]),
+            AttemptSlot.from_json(a["attempt_slot"]),
+            ObservationSlot.from_json(a["observation_slot"]),
+        )
+    now_ns = ns_from_json(a["now_ns"])
+    if name == "reserve":
+        authorization = authorization_of(a["authorization"])
+        return store.reserve(a["slot_id"], authorization, lease_of(a["lease"]), now_ns)
+    guard = guards[a["attempt_id"]]
+    if name == "advance":
+        return store.advance(guard, AttemptState(a["phase"]), now_ns)
+    if name == "begin_finalization":
+        return store.begin_finalization(guard, lease_of(a["lease"]), now_ns)
+    if name == "register_observation":
+        return store.register_observation(
+            guard,
+            Observation.from_json(a["observation"]),
+            ArtifactRegistration.from_json(a["artifact"]),
+            a["select"],
+            now_ns,
+        )
+    assert name == "commit_finalization"
+    references = [(role, artifact_id) for role, artifact_id in a["references"]]
+    return store.commit_finalization(
+        guard,
+        outcome_of(a["outcome"]),
+        ArtifactRegistration.from_json(a["artifact"]),
+        references,
+        now_ns,
+    )
+
+
+def test_event_operations_replay_to_the_same_bytes(tmp_path: Path) -> None:
+    delivered: list[CommittedEvent] = []
+    guards: dict[str, OwnedAttempt] = {}
+    with RunStore.open(tmp_path) as store:
+        store.subscribe(delivered.append)
+        for operation in EVENTS["operations"]:
+            before = len(delivered)
+            result = replay(store, operation, guards)
+            assert result_document(result) == operation["result"], operation["name"]
+            sequences = [event.sequence for event in delivered[before:]]
+            assert sequences == operation["event_sequences"], operation["name"]
+            guard = result.attempt if isinstance(result, ClaimDisposition) else result
+            if isinstance(guard, OwnedAttempt):
+                guards[guard.attempt_id] = guard
+    replayed = [
+        (e.sequence, e.kind, e.attempt_id, ns_to_json(e.at_ns), e.payload.hex()) for e in delivered
+    ]
+    pinned = [
+        (c["sequence"], c["kind"], c["attempt_id"], c["at_ns"], c["payload_hex"])
+        for c in EVENTS["events"]
+    ]
+    assert replayed == pinned
+
+
 # --- the vector files cover what SPEC.md section 10 promises ------------------------------
 
 
@@ -232,7 +477,7 @@ def nesting(value: Any) -> int:
     return 0
 
 
-@pytest.mark.parametrize("document", [CANONICAL, IDENTITIES], ids=list(OWNED))
+@pytest.mark.parametrize("document", [CANONICAL, IDENTITIES, EVENTS], ids=list(OWNED))
 def test_vector_file_layout(document: dict[str, Any]) -> None:
     assert document["format_version"] == 1
     assert nesting(document) < 128
@@ -258,3 +503,32 @@ def test_vectors_cover_every_identity_type_and_refusal_code() -> None:
         "invalid_canonical_json",
         "out_of_range",
     }
+
+
+def test_events_cover_the_scenario_section_10_promises() -> None:
+    events = [(case, event_payload(case)) for case in EVENTS["events"]]
+    assert {case["kind"] for case, _ in events} == {
+        "attempt_reserved",
+        "attempt_transition",
+        "attempt_finalizing",
+        "attempt_finished",
+    }
+    assert {p["retry_index"] for c, p in events if c["kind"] == "attempt_reserved"} == {0, 1}
+    transitions = {(p["from"], p["to"]) for c, p in events if c["kind"] == "attempt_transition"}
+    assert transitions == EXECUTION_EDGES
+    claims = {p.get("claim") for c, p in events if c["kind"] == "attempt_finalizing"}
+    assert claims == {"claimed", "superseded"}
+    finished = {p["to"]: p for c, p in events if c["kind"] == "attempt_finished"}
+    assert set(finished) == TERMINAL
+    reason = finished["censored"]["reason"]
+    assert '"' in reason and not reason.isascii()
+    assert any(type(value) is dict for value in finished["failed"]["details"].values())
+    now = {
+        sequence: operation["arguments"]["now_ns"]
+        for operation in EVENTS["operations"]
+        for sequence in operation["event_sequences"]
+    }
+    clamped = [c for c, _ in events if int(c["at_ns"]) > int(now[c["sequence"]])]
+    assert clamped, "no event pins the clamp of a clock that went backward"
+    selected = [o for o in EVENTS["operations"] if o["operation"] == "register_observation"]
+    assert selected and all(o["arguments"]["select"] for o in selected)

@@ -1,10 +1,15 @@
-"""Regenerate the conformance vectors for canonical JSON and typed identities.
+"""Regenerate the conformance vectors for canonical JSON, typed identities and events.
 
-Owns exactly ``vectors/canonical_json.json`` and ``vectors/identities.json`` (their format is
-described in ``vectors/README.md`` and SPEC.md section 10); ``vectors/traces/`` belongs to
-``python -m runstore.model.trace``. The cases are data in this file; the bytes come from the
-library, and ``conformance/test_vectors.py`` checks both that the committed files are what
-:func:`build` produces and, independently, that every vector holds.
+Owns exactly ``vectors/canonical_json.json``, ``vectors/identities.json`` and
+``vectors/events.json`` (their format is described in ``vectors/README.md`` and SPEC.md
+section 10); ``vectors/traces/`` belongs to ``python -m runstore.model.trace``. The cases
+are data in this file; the bytes come from the library, and ``conformance/test_vectors.py``
+checks both that the committed files are what :func:`build` produces and, independently,
+that every vector holds.
+
+The events are those of :data:`SCENARIO` played on a real store (``RunStore.open`` on a
+temporary root) and, separately, on the pure model; nothing is written (and ``--check``
+fails) unless both give the same results and the same events, byte for byte.
 
 Usage, from the repository root::
 
@@ -17,10 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import attrs
+from runstore import RunStore, testing
+from runstore import model as m
 from runstore.canonical import (
     JSON,
     MAX_DEPTH,
@@ -33,17 +42,29 @@ from runstore.canonical import (
 from runstore.errors import RunStoreError
 from runstore.identity import ATTEMPT, identity_input, run_attempt_id, typed_identity
 from runstore.records import (
+    Accepted,
     ApplicabilityDecision,
     ArtifactKind,
     ArtifactRegistration,
     AttemptSlot,
+    AttemptState,
+    Censored,
+    ClaimDisposition,
     Completion,
     ExecutionKind,
+    Failed,
+    FirstAttempt,
+    LeaseRequest,
+    Next,
     Observation,
     ObservationSlot,
     ObservationSlotKind,
+    OwnedAttempt,
     ResolvedRun,
+    Retry,
     SlotRole,
+    Superseded,
+    TerminalAttempt,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -543,6 +564,499 @@ def identity_vectors() -> dict[str, Any]:
     }
 
 
+# --- event cases (a scenario played on a real store and on the model) --------------------
+
+# Wall-clock-sized nanosecond times (beyond 2**53, so every *_ns value is a decimal string).
+T0 = 1_700_000_000_000_000_000
+EXPIRES_NS = T0 + 3_600 * 10**9
+
+
+def at(ms: int) -> int:
+    """The scenario's time ``ms`` milliseconds after ``T0``."""
+    return T0 + ms * 1_000_000
+
+
+ALPHA = testing.one_shot("alpha")
+BETA = testing.one_shot("beta")
+GAMMA = testing.one_shot("gamma")
+CENSOR_REASON = 'budget "\u00e9puis\u00e9" \u2014 \u8a08\u7b97\u6642\u9593 \U0001f600'
+FAILURE_DETAILS: dict[str, JSON] = {
+    "exit": {"signal": "SIGKILL", "code": 137},
+    "stages": [{"name": "evaluate", "ok": False, "retries": [1, 2]}, None],
+    "retryable": True,
+    "note": "caf\u00e9",
+}
+
+
+def _lease(name: str, owner: str) -> LeaseRequest:
+    return testing.lease(name, expires_at_ns=EXPIRES_NS, owner=owner)
+
+
+def _observation(bundle: testing.OneShot, retry_index: int, score: int) -> Observation:
+    return testing.observation(
+        bundle.observation_slot, bundle.attempt_id(retry_index), result={"score": score}
+    )
+
+
+def _artifact(kind: ArtifactKind, seed: str, ms: int) -> ArtifactRegistration:
+    return testing.artifact(kind, seed, verified_at_ns=at(ms))
+
+
+@attrs.frozen
+class Step:
+    """One writer call of the scenario: ``operation`` is the RunStore method's name, and
+    ``arguments`` its keyword arguments, except that ``attempt_id`` stands for the guard
+    the attempt's latest step returned and ``bundle`` for the records of a registration."""
+
+    name: str
+    operation: str
+    arguments: dict[str, Any]
+
+
+def _advance(name: str, attempt_id: str, phase: AttemptState, ms: int) -> Step:
+    return Step(name, "advance", {"attempt_id": attempt_id, "phase": phase, "now_ns": at(ms)})
+
+
+A0, A1 = ALPHA.attempt_id(0), ALPHA.attempt_id(1)
+B0, B1 = BETA.attempt_id(0), BETA.attempt_id(1)
+C0 = GAMMA.attempt_id(0)
+S = AttemptState
+BETA_RESULT = _artifact(ArtifactKind.OBSERVATION, "beta-0-result", 21)
+
+SCENARIO: list[Step] = [
+    *(
+        Step(
+            f"register one-shot slot {bundle.attempt_slot.logical_slot}",
+            "register_one_shot",
+            {"bundle": bundle},
+        )
+        for bundle in (ALPHA, BETA, GAMMA)
+    ),
+    Step(
+        "reserve alpha retry 0 (first_attempt)",
+        "reserve",
+        {
+            "slot_id": ALPHA.slot_id,
+            "authorization": FirstAttempt(),
+            "lease": _lease("alpha-0", "worker-1"),
+            "now_ns": at(1),
+        },
+    ),
+    Step(
+        "reserve beta retry 0 (next, retry false)",
+        "reserve",
+        {
+            "slot_id": BETA.slot_id,
+            "authorization": Next(retry=False),
+            "lease": _lease("beta-0", "worker-2"),
+            "now_ns": at(2),
+        },
+    ),
+    _advance("alpha#0 reserved -> materializing", A0, S.MATERIALIZING, 3),
+    _advance("alpha#0 materializing -> starting", A0, S.STARTING, 4),
+    Step(
+        "reserve beta retry 1 while retry 0 is live (next, retry true)",
+        "reserve",
+        {
+            "slot_id": BETA.slot_id,
+            "authorization": Next(retry=True),
+            "lease": _lease("beta-1", "worker-3"),
+            "now_ns": at(5),
+        },
+    ),
+    _advance("beta#0 reserved -> materializing", B0, S.MATERIALIZING, 6),
+    _advance("alpha#0 starting -> preparing", A0, S.PREPARING, 7),
+    _advance("alpha#0 preparing -> executing", A0, S.EXECUTING, 8),
+    _advance("alpha#0 executing -> checkpointing", A0, S.CHECKPOINTING, 9),
+    _advance("alpha#0 checkpointing -> validating", A0, S.VALIDATING, 10),
+    _advance("alpha#0 validating -> evaluating", A0, S.EVALUATING, 11),
+    _advance("alpha#0 evaluating -> executing (the loop)", A0, S.EXECUTING, 12),
+    _advance("alpha#0 executing -> validating (no checkpoint)", A0, S.VALIDATING, 13),
+    _advance("alpha#0 validating -> evaluating again", A0, S.EVALUATING, 14),
+    _advance("beta#0 materializing -> starting", B0, S.STARTING, 15),
+    _advance("beta#0 starting -> preparing", B0, S.PREPARING, 16),
+    _advance("beta#0 preparing -> executing", B0, S.EXECUTING, 17),
+    _advance("beta#1 reserved -> materializing", B1, S.MATERIALIZING, 18),
+    Step(
+        "beta#0 begin_finalization from executing (claimed)",
+        "begin_finalization",
+        {"attempt_id": B0, "lease": _lease("beta-0-claim", "worker-2"), "now_ns": at(19)},
+    ),
+    Step(
+        "beta#1 begin_finalization from materializing (superseded: beta#0 holds the claim)",
+        "begin_finalization",
+        {"attempt_id": B1, "lease": _lease("beta-1-claim", "worker-3"), "now_ns": at(20)},
+    ),
+    Step(
+        "beta#0 register_observation and select (no event)",
+        "register_observation",
+        {
+            "attempt_id": B0,
+            "observation": _observation(BETA, 0, 41),
+            "artifact": BETA_RESULT,
+            "select": True,
+            "now_ns": at(21),
+        },
+    ),
+    Step(
+        "beta#0 commit accepted (with a reference)",
+        "commit_finalization",
+        {
+            "attempt_id": B0,
+            "outcome": Accepted(),
+            "artifact": _artifact(ArtifactKind.ATTEMPT, "beta-0", 22),
+            "references": [("result", BETA_RESULT.id)],
+            "now_ns": at(22),
+        },
+    ),
+    Step(
+        "beta#1 commit superseded (without the claim)",
+        "commit_finalization",
+        {
+            "attempt_id": B1,
+            "outcome": Superseded(),
+            "artifact": _artifact(ArtifactKind.ATTEMPT, "beta-1", 23),
+            "references": [],
+            "now_ns": at(23),
+        },
+    ),
+    Step(
+        "alpha#0 begin_finalization from evaluating (claimed)",
+        "begin_finalization",
+        {"attempt_id": A0, "lease": _lease("alpha-0-claim", "worker-1"), "now_ns": at(24)},
+    ),
+    Step(
+        "alpha#0 commit failed (code, nested details)",
+        "commit_finalization",
+        {
+            "attempt_id": A0,
+            "outcome": Failed(code="worker_crashed", details=FAILURE_DETAILS),
+            "artifact": _artifact(ArtifactKind.ATTEMPT, "alpha-0", 25),
+            "references": [],
+            "now_ns": at(25),
+        },
+    ),
+    Step(
+        "reserve alpha retry 1 after a failure (next, retry true)",
+        "reserve",
+        {
+            "slot_id": ALPHA.slot_id,
+            "authorization": Next(retry=True),
+            "lease": _lease("alpha-1", "worker-1"),
+            "now_ns": at(26),
+        },
+    ),
+    _advance("alpha#1 reserved -> materializing", A1, S.MATERIALIZING, 27),
+    _advance("alpha#1 materializing -> starting, clock behind (clamped)", A1, S.STARTING, 26),
+    Step(
+        "alpha#1 begin_finalization from starting (claimed)",
+        "begin_finalization",
+        {"attempt_id": A1, "lease": _lease("alpha-1-claim", "worker-1"), "now_ns": at(28)},
+    ),
+    Step(
+        "alpha#1 register_observation and select (no event)",
+        "register_observation",
+        {
+            "attempt_id": A1,
+            "observation": _observation(ALPHA, 1, 7),
+            "artifact": _artifact(ArtifactKind.OBSERVATION, "alpha-1-result", 29),
+            "select": True,
+            "now_ns": at(29),
+        },
+    ),
+    Step(
+        "alpha#1 commit accepted",
+        "commit_finalization",
+        {
+            "attempt_id": A1,
+            "outcome": Accepted(),
+            "artifact": _artifact(ArtifactKind.ATTEMPT, "alpha-1", 30),
+            "references": [],
+            "now_ns": at(30),
+        },
+    ),
+    Step(
+        "reserve gamma retry 0 (retry 0 of at most 2)",
+        "reserve",
+        {
+            "slot_id": GAMMA.slot_id,
+            "authorization": Retry(next_index=0, max_index=2),
+            "lease": _lease("gamma-0", "worker-4"),
+            "now_ns": at(31),
+        },
+    ),
+    Step(
+        "gamma#0 begin_finalization from reserved (claimed)",
+        "begin_finalization",
+        {"attempt_id": C0, "lease": _lease("gamma-0-claim", "worker-4"), "now_ns": at(32)},
+    ),
+    Step(
+        "gamma#0 commit censored (non-ASCII reason with a quote, by the claim holder)",
+        "commit_finalization",
+        {
+            "attempt_id": C0,
+            "outcome": Censored(reason=CENSOR_REASON),
+            "artifact": _artifact(ArtifactKind.ATTEMPT, "gamma-0", 33),
+            "references": [],
+            "now_ns": at(33),
+        },
+    ),
+]
+
+Event = tuple[int, str, str | None, int, bytes]
+"""``(sequence, kind, attempt_id, at_ns, canonical payload bytes)``."""
+
+
+class Disagreement(Exception):
+    """The store and the model did not produce the same results or events."""
+
+
+class ModelWriter:
+    """The pure model behind RunStore's writer methods: each call applies the model
+    operation to the held state, and a refusal raises (the scenario refuses nothing)."""
+
+    def __init__(self) -> None:
+        self.state = m.ModelState()
+
+    def _apply(self, operation: Callable[..., tuple[m.ModelState, Any]], *args: Any) -> Any:
+        state, result = operation(self.state, *args)
+        if isinstance(result, m.Refusal):
+            raise Disagreement(f"the model refused {operation.__name__}: {result.code}")
+        self.state = state
+        return result
+
+    def register_one_shot(self, *records: Any) -> str:
+        return cast(str, self._apply(m.register_one_shot, *records))
+
+    def reserve(self, *args: Any) -> OwnedAttempt:
+        return cast(OwnedAttempt, self._apply(m.reserve, *args))
+
+    def advance(self, *args: Any) -> OwnedAttempt:
+        return cast(OwnedAttempt, self._apply(m.advance, *args))
+
+    def begin_finalization(self, *args: Any) -> ClaimDisposition:
+        return cast(ClaimDisposition, self._apply(m.begin_finalization, *args))
+
+    def register_observation(self, *args: Any) -> OwnedAttempt:
+        return cast(OwnedAttempt, self._apply(m.register_observation, *args))
+
+    def commit_finalization(self, *args: Any) -> TerminalAttempt:
+        return cast(TerminalAttempt, self._apply(m.commit_finalization, *args))
+
+    def events(self) -> list[Event]:
+        return [
+            (row.sequence, row.kind, row.attempt_id, row.at_ns, encode(dict(row.payload)))
+            for row in self.state.events
+        ]
+
+
+def _call(writer: RunStore | ModelWriter, step: Step, guards: dict[str, OwnedAttempt]) -> object:
+    """Apply one step through ``writer``'s method of the same name."""
+    a = step.arguments
+    if step.operation == "register_one_shot":
+        return writer.register_one_shot(*a["bundle"].arguments())
+    if step.operation == "reserve":
+        return writer.reserve(a["slot_id"], a["authorization"], a["lease"], a["now_ns"])
+    guard = guards[a["attempt_id"]]
+    if step.operation == "advance":
+        return writer.advance(guard, a["phase"], a["now_ns"])
+    if step.operation == "begin_finalization":
+        return writer.begin_finalization(guard, a["lease"], a["now_ns"])
+    if step.operation == "register_observation":
+        return writer.register_observation(
+            guard, a["observation"], a["artifact"], a["select"], a["now_ns"]
+        )
+    if step.operation == "commit_finalization":
+        return writer.commit_finalization(
+            guard, a["outcome"], a["artifact"], a["references"], a["now_ns"]
+        )
+    raise AssertionError(f"unknown operation {step.operation}")
+
+
+def play(
+    writer: RunStore | ModelWriter, events: Callable[[], list[Event]]
+) -> list[tuple[object, list[int]]]:
+    """Play :data:`SCENARIO` through ``writer``: each step's result and the sequences of the
+    events it committed (``events()`` lists every event so far)."""
+    guards: dict[str, OwnedAttempt] = {}
+    played: list[tuple[object, list[int]]] = []
+    for step in SCENARIO:
+        before = len(events())
+        result = _call(writer, step, guards)
+        if isinstance(result, ClaimDisposition):
+            result_guard: object = result.attempt
+        else:
+            result_guard = result
+        if isinstance(result_guard, OwnedAttempt):
+            guards[result_guard.attempt_id] = result_guard
+        played.append((result, [event[0] for event in events()[before:]]))
+    return played
+
+
+def store_run() -> tuple[list[tuple[object, list[int]]], list[Event]]:
+    """The scenario played on a real store in a fresh temporary root."""
+    committed: list[Event] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="runstore-vectors-") as root,
+        RunStore.open(root) as store,
+    ):
+        store.subscribe(
+            lambda e: committed.append((e.sequence, e.kind, e.attempt_id, e.at_ns, e.payload))
+        )
+        played = play(store, lambda: committed)
+    return played, committed
+
+
+def model_run() -> tuple[list[tuple[object, list[int]]], list[Event]]:
+    """The scenario played on the pure model."""
+    writer = ModelWriter()
+    played = play(writer, writer.events)
+    return played, writer.events()
+
+
+def agreed_run() -> tuple[list[tuple[object, list[int]]], list[Event]]:
+    """The store's run, after checking that the model's is identical step for step and
+    event for event (sequence, kind, attempt id, time and payload bytes)."""
+    store_played, store_events = store_run()
+    model_played, model_events = model_run()
+    for step, stored, modelled in zip(SCENARIO, store_played, model_played, strict=True):
+        if stored != modelled:
+            raise Disagreement(f"step {step.name!r}: store {stored!r}, model {modelled!r}")
+    if len(store_events) != len(model_events):
+        raise Disagreement(f"{len(store_events)} store events, {len(model_events)} model events")
+    for stored_event, model_event in zip(store_events, model_events, strict=True):
+        if stored_event != model_event:
+            raise Disagreement(f"event: store {stored_event!r}, model {model_event!r}")
+    return store_played, store_events
+
+
+def _lease_json(lease: LeaseRequest) -> dict[str, JSON]:
+    return {
+        "lease_id": lease.lease_id,
+        "owner_token": lease.owner_token,
+        "expires_at_ns": str(lease.expires_at_ns),
+    }
+
+
+def _authorization_json(authorization: object) -> dict[str, JSON]:
+    if isinstance(authorization, FirstAttempt):
+        return {"kind": "first_attempt"}
+    if isinstance(authorization, Next):
+        return {"kind": "next", "retry": authorization.retry}
+    if isinstance(authorization, Retry):
+        return {
+            "kind": "retry",
+            "next_index": authorization.next_index,
+            "max_index": authorization.max_index,
+        }
+    raise TypeError(authorization)
+
+
+def _outcome_json(outcome: object) -> dict[str, JSON]:
+    if isinstance(outcome, Failed):
+        return {"state": "failed", "code": outcome.code, "details": outcome.details}
+    if isinstance(outcome, Censored):
+        return {"state": "censored", "reason": outcome.reason}
+    if isinstance(outcome, Accepted | Superseded):
+        return {"state": outcome.state.value}
+    raise TypeError(outcome)
+
+
+def _arguments_json(step: Step) -> dict[str, JSON]:
+    """The step's arguments as plain JSON (vectors/README.md, ``events.json``)."""
+    a = step.arguments
+    if step.operation == "register_one_shot":
+        bundle: testing.OneShot = a["bundle"]
+        return {
+            "candidate": bundle.candidate.to_json(),
+            "run": bundle.run.to_json(),
+            "attempt_slot": bundle.attempt_slot.to_json(),
+            "observation_slot": bundle.observation_slot.to_json(),
+        }
+    document: dict[str, JSON] = {}
+    for key, value in a.items():
+        if key == "authorization":
+            document[key] = _authorization_json(value)
+        elif key == "lease":
+            document[key] = _lease_json(value)
+        elif key == "outcome":
+            document[key] = _outcome_json(value)
+        elif key in ("observation", "artifact"):
+            document[key] = value.to_json()
+        elif key == "phase":
+            document[key] = value.value
+        elif key == "now_ns":
+            document[key] = str(value)
+        elif key == "references":
+            document[key] = [[role, artifact_id] for role, artifact_id in value]
+        else:
+            document[key] = value
+    return document
+
+
+def _result_json(result: object) -> dict[str, JSON]:
+    """What a step returned, as plain JSON (vectors/README.md, ``events.json``)."""
+    if isinstance(result, str):
+        return {"slot_id": result}
+    if isinstance(result, OwnedAttempt):
+        return {
+            "attempt_id": result.attempt_id,
+            "retry_index": result.retry_index,
+            "state": result.state.value,
+            "revision": result.revision,
+            "claimed": result.claim_lease_id is not None,
+        }
+    if isinstance(result, ClaimDisposition):
+        return {**_result_json(result.attempt), "claimed": result.claimed}
+    if isinstance(result, TerminalAttempt):
+        return {
+            "attempt_id": result.attempt_id,
+            "retry_index": result.retry_index,
+            "state": result.state.value,
+            "revision": result.revision,
+            "finished_at_ns": str(result.finished_at_ns),
+            "event_sequence": result.event_sequence,
+        }
+    raise TypeError(result)
+
+
+def event_vectors() -> dict[str, Any]:
+    """The document written to ``vectors/events.json`` (only once the store's events and
+    the model's agree)."""
+    played, events = agreed_run()
+    names: dict[int, str] = {}
+    operations = []
+    for step, (result, sequences) in zip(SCENARIO, played, strict=True):
+        operations.append(
+            {
+                "name": step.name,
+                "operation": step.operation,
+                "arguments": _arguments_json(step),
+                "result": _result_json(result),
+                "event_sequences": sequences,
+            }
+        )
+        names.update(dict.fromkeys(sequences, step.name))
+    return {
+        "format": "runstore event vectors",
+        "format_version": FORMAT_VERSION,
+        "generator": "tools/gen_vectors.py",
+        "operations": operations,
+        "events": [
+            {
+                "name": names[sequence],
+                "sequence": sequence,
+                "kind": kind,
+                "attempt_id": attempt_id,
+                "at_ns": str(at_ns),
+                "payload_hex": payload.hex(),
+                "payload_utf8": payload.decode("utf-8"),
+            }
+            for sequence, kind, attempt_id, at_ns, payload in events
+        ],
+    }
+
+
 # --- files -------------------------------------------------------------------------------
 
 
@@ -571,19 +1085,28 @@ def build() -> dict[str, str]:
     return {
         "canonical_json.json": render(canonical_json_vectors()),
         "identities.json": render(identity_vectors()),
+        "events.json": render(event_vectors()),
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Rewrite the vector files, or with ``--check`` report (exit 1) those that are stale."""
+    """Rewrite the vector files, or with ``--check`` report (exit 1) those that are stale;
+    either way exit 1, writing nothing, if the store's and the model's events disagree."""
     parser = argparse.ArgumentParser(prog="python tools/gen_vectors.py", description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if a file is stale")
     parser.add_argument(
         "--dir", type=Path, default=ROOT / "vectors", help="vector folder (default: vectors/)"
     )
     options = parser.parse_args(argv)
+    try:
+        built = build()
+    except Disagreement as error:
+        print(
+            f"refused, nothing written: the store and the model disagree: {error}", file=sys.stderr
+        )
+        return 1
     stale = []
-    for name, text in build().items():
+    for name, text in built.items():
         path = options.dir / name
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if current == text:
