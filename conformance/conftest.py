@@ -9,8 +9,11 @@ benchmarks under tools/, never by timed tests.
 from __future__ import annotations
 
 import os
+import sqlite3
 
+import pytest
 from hypothesis import HealthCheck, settings
+from schema_rows import Rows, open_store
 
 settings.register_profile(
     "default",
@@ -25,3 +28,18 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# --- the in-memory schema tests' shared fixtures (conformance/test_schema_*.py) -------------
+
+
+@pytest.fixture
+def conn() -> sqlite3.Connection:
+    """A fresh in-memory database holding schema v1 (see schema_rows.open_store)."""
+    return open_store()
+
+
+@pytest.fixture
+def rows(conn: sqlite3.Connection) -> Rows:
+    """Row builders over :func:`conn`, inserting consistent chains of rows."""
+    return Rows(conn)

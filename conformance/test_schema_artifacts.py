@@ -3,8 +3,6 @@ reference tables that keep them alive."""
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 from schema_rows import (
     ARTIFACT_KINDS,
@@ -14,7 +12,6 @@ from schema_rows import (
     fk_failed,
     hexdigest,
     insert,
-    open_store,
     refused,
     row_of,
 )
@@ -50,16 +47,6 @@ GOOD_STAGING_PATHS = [
     "a/..b/c...",
     "artifacts/ünïcode name",
 ]
-
-
-@pytest.fixture
-def conn() -> sqlite3.Connection:
-    return open_store()
-
-
-@pytest.fixture
-def rows(conn: sqlite3.Connection) -> Rows:
-    return Rows(conn)
 
 
 @pytest.mark.parametrize("kind", ARTIFACT_KINDS)

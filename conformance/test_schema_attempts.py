@@ -32,16 +32,6 @@ from schema_rows import (
 # exactly those.
 
 
-@pytest.fixture
-def conn() -> sqlite3.Connection:
-    return open_store()
-
-
-@pytest.fixture
-def rows(conn: sqlite3.Connection) -> Rows:
-    return Rows(conn)
-
-
 def history(conn: sqlite3.Connection, attempt_id: str) -> list[tuple[object, ...]]:
     return conn.execute(
         "SELECT revision, from_state, to_state FROM attempt_transitions "

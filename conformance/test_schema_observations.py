@@ -18,16 +18,6 @@ from schema_rows import (
 )
 
 
-@pytest.fixture
-def conn() -> sqlite3.Connection:
-    return open_store()
-
-
-@pytest.fixture
-def rows(conn: sqlite3.Connection) -> Rows:
-    return Rows(conn)
-
-
 def selection(conn: sqlite3.Connection, obs_slot: str) -> tuple[object, ...]:
     return row_of(conn, "selected_observations", "slot_id = ?", obs_slot)
 

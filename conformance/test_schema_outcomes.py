@@ -3,7 +3,6 @@ claim, and at most one accepted attempt per slot."""
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import pytest
@@ -13,21 +12,10 @@ from schema_rows import (
     check_failed,
     count,
     fk_failed,
-    open_store,
     refused,
     rolled_back,
     row_of,
 )
-
-
-@pytest.fixture
-def conn() -> sqlite3.Connection:
-    return open_store()
-
-
-@pytest.fixture
-def rows(conn: sqlite3.Connection) -> Rows:
-    return Rows(conn)
 
 
 def finalizing(rows: Rows, *, claimed: bool = False) -> str:

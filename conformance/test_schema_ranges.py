@@ -14,20 +14,8 @@ from schema_rows import (
     World,
     check_failed,
     insert,
-    open_store,
     transaction,
 )
-
-
-@pytest.fixture
-def conn() -> sqlite3.Connection:
-    return open_store()
-
-
-@pytest.fixture
-def rows(conn: sqlite3.Connection) -> Rows:
-    return Rows(conn)
-
 
 # (constraint, writer of the value) for every nanosecond column a writer sets directly.
 NS_COLUMNS: dict[str, tuple[str, Callable[[Rows, World, int], object]]] = {

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 from schema_rows import (
     Rows,
@@ -11,21 +9,9 @@ from schema_rows import (
     count,
     fk_failed,
     insert,
-    open_store,
     refused,
     row_of,
 )
-
-
-@pytest.fixture
-def conn() -> sqlite3.Connection:
-    return open_store()
-
-
-@pytest.fixture
-def rows(conn: sqlite3.Connection) -> Rows:
-    return Rows(conn)
-
 
 # --- applicability -----------------------------------------------------------------------
 

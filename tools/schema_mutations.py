@@ -7,7 +7,7 @@ of v1.sql (each replaces one ``old`` text, which must occur exactly once, by ``n
 every mutation the tool builds a throwaway tree in a temporary directory::
 
     <tmp>/impl/schema/v1.sql          the mutated schema
-    <tmp>/conformance/schema_rows.py  copied (it reads ../impl/schema/v1.sql)
+    <tmp>/conformance/schema_rows.py, conftest.py  copied (rows read ../impl/schema/v1.sql)
     <tmp>/conformance/test_schema_*.py  copied (all but test_schema_mutations.py)
 
 and runs pytest on it in a subprocess, isolated from the repository's configuration
@@ -48,7 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = Path("impl") / "schema" / "v1.sql"
 CONFORMANCE = Path("conformance")
-HELPERS = "schema_rows.py"
+# The schema tests' row builders and their shared fixtures (conftest.py).
+HELPERS = ("schema_rows.py", "conftest.py")
 TEST_GLOB = "test_schema_*.py"
 # This table's own checks match the glob but are not schema tests (and would fail on any
 # mutant, killing it for the wrong reason).
@@ -1136,7 +1137,7 @@ def first_failure(output: str) -> str | None:
     return None
 
 
-def run_tree(schema: str, tests: Sequence[Path], helpers: Path) -> tuple[int, str]:
+def run_tree(schema: str, tests: Sequence[Path], helpers: Sequence[Path]) -> tuple[int, str]:
     """Build a throwaway tree holding ``schema`` and copies of the tests; run pytest on it.
     Returns pytest's exit status and its combined output."""
     with tempfile.TemporaryDirectory(prefix="schema-mutant-") as tmp:
@@ -1145,7 +1146,7 @@ def run_tree(schema: str, tests: Sequence[Path], helpers: Path) -> tuple[int, st
         (root / SCHEMA).write_text(schema, encoding="utf-8")
         conformance = root / CONFORMANCE
         conformance.mkdir()
-        for source in (helpers, *tests):
+        for source in (*helpers, *tests):
             shutil.copyfile(source, conformance / source.name)
         command = [
             sys.executable,
@@ -1192,7 +1193,7 @@ def judge(returncode: int, output: str) -> Outcome:
     return Outcome("ERROR", f"pytest exit status {returncode}: {tail}")
 
 
-def run_mutant(job: tuple[str, Sequence[Path], Path]) -> Outcome:
+def run_mutant(job: tuple[str, Sequence[Path], Sequence[Path]]) -> Outcome:
     schema, tests, helpers = job
     return judge(*run_tree(schema, tests, helpers))
 
@@ -1226,7 +1227,7 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) ->
     started = time.monotonic()
     schema = (ROOT / SCHEMA).read_text(encoding="utf-8")
     tests = schema_tests()
-    helpers = ROOT / CONFORMANCE / HELPERS
+    helpers = tuple(ROOT / CONFORMANCE / name for name in HELPERS)
 
     code, output = run_tree(schema, tests, helpers)
     if code != 0:
