@@ -131,7 +131,9 @@ class RunStore:
 
     def subscribe(self, subscriber: Subscriber) -> None:
         """Call ``subscriber`` with each event this handle commits, after its commit, in
-        sequence order. A rolled-back operation delivers nothing."""
+        sequence order. A rolled-back operation delivers nothing. An exception raised by a
+        subscriber propagates to the caller of the operation, which has nevertheless
+        committed; later subscribers of that event are then not called."""
         self._subscribers.append(subscriber)
 
     def register_one_shot(
