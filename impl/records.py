@@ -23,6 +23,7 @@ hashable; the attribute returns a fresh decoded copy on every access.
 
 from __future__ import annotations
 
+import abc
 import enum
 from typing import Any, ClassVar, Self, cast
 
@@ -110,20 +111,21 @@ __all__ = [
 ]
 
 
-class _Identified:
+class _Identified(abc.ABC):
     """Shared identity behaviour. Subclasses set ``PREFIX`` and implement ``identity_document``
     and ``_fields_from_document``."""
 
     __slots__ = ()
     PREFIX: ClassVar[str]
 
+    @abc.abstractmethod
     def identity_document(self) -> dict[str, JSON]:
         """The JSON object of the identity fields (every field of the record)."""
-        raise NotImplementedError
 
     @classmethod
+    @abc.abstractmethod
     def _fields_from_document(cls, doc: dict[str, JSON]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The constructor keywords read back from a stored identity document."""
 
     @property
     def id(self) -> str:
