@@ -112,7 +112,19 @@ def test_close_is_idempotent_and_releases_the_database(root: Path) -> None:
     store.close()
     store.close()
     assert "closed" in repr(store)
-    assert str(store.database_path) not in store_files.database_descriptors._entries
+    assert not store_files.database_descriptors.holds(store._descriptor.key)
+
+
+def test_two_paths_to_one_database_share_one_descriptor(root: Path, tmp_path: Path) -> None:
+    """Closing a second descriptor of the database would drop SQLite's POSIX locks held by
+    this process's other connections, so a store reached by another path (here a bind of
+    the parent through a symbolic link) must reuse the first descriptor."""
+    alias = tmp_path / "alias"
+    alias.symlink_to(root.parent)
+    with RunStore.open(root) as first, RunStore.open(alias / root.name) as second:
+        assert first._descriptor == second._descriptor
+        assert store_files.database_descriptors.holds(first._descriptor.key)
+    assert not store_files.database_descriptors.holds(first._descriptor.key)
 
 
 # --- connection settings ----------------------------------------------------------------

@@ -60,8 +60,15 @@ class RunStore:
     """An open run store. Obtain one with :meth:`RunStore.open`; close it with
     :meth:`close` or by using it as a context manager."""
 
-    def __init__(self, root: str, database_path: str, connection: sqlite3.Connection) -> None:
+    def __init__(
+        self,
+        root: str,
+        database_path: str,
+        connection: sqlite3.Connection,
+        descriptor: store_files.HeldDescriptor,
+    ) -> None:
         self._root = root
+        self._descriptor = descriptor
         self._database_path = database_path
         self._connection: sqlite3.Connection | None = connection
         self._subscribers: list[Subscriber] = []
@@ -97,13 +104,13 @@ class RunStore:
             probes.clear_stale_probe_directories(path)
             probes.run_probes(path)
             store_files.check_store_files(path)
-            descriptor = store_files.database_descriptors.acquire(database_path)
+            held = store_files.database_descriptors.acquire(database_path)
             try:
-                connection = _open_connection(path, database_path, descriptor)
+                connection = _open_connection(path, database_path, held.fd)
             except BaseException:
-                store_files.database_descriptors.release(database_path)
+                store_files.database_descriptors.release(held)
                 raise
-        return cls(path, database_path, connection)
+        return cls(path, database_path, connection, held)
 
     def close(self) -> None:
         """Close the connection. Idempotent: closing a closed store does nothing."""
@@ -112,7 +119,7 @@ class RunStore:
             try:
                 connection.close()
             finally:
-                store_files.database_descriptors.release(self._database_path)
+                store_files.database_descriptors.release(self._descriptor)
 
     def __enter__(self) -> RunStore:
         return self

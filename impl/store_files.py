@@ -3,7 +3,8 @@
 Rules of this file: checks paths with ``lstat`` only (never opening the database or its
 sidecars, whose close would drop SQLite's POSIX locks held elsewhere in this process),
 holds the initialization lock, and keeps one process-wide descriptor per database file
-for fsync, opened before the process's first connection to it and closed after its last.
+(per inode) for fsync, opened before the process's first connection to it and closed after
+its last.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import stat
 import threading
 from typing import Final
 
+import attrs
 from runstore import durable
 from runstore.errors import BusyError, UnsafePathError, UnsupportedFilesystemError
 
@@ -115,38 +117,71 @@ class InitLock:
             os.close(fd)  # closing releases the flock
 
 
+@attrs.frozen
+class HeldDescriptor:
+    """One reference to the process-wide descriptor of a database file."""
+
+    fd: int
+    key: tuple[int, int]
+    """The file's (st_dev, st_ino): the same file reached by two paths shares one entry."""
+
+
 class _DatabaseDescriptors:
-    """Process-wide, reference-counted read-only descriptors of database files."""
+    """Process-wide, reference-counted descriptors of database files, keyed by inode.
+
+    Call :meth:`acquire` only under the init lock (every open in this process takes it), so
+    no other opener can create or replace the file in between.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[str, list[int]] = {}  # path -> [fd, references]
+        self._entries: dict[tuple[int, int], list[int]] = {}  # key -> [fd, references]
 
-    def acquire(self, path: str) -> int:
+    def acquire(self, path: str) -> HeldDescriptor:
         with self._lock:
-            entry = self._entries.get(path)
-            if entry is None:
-                flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-                try:
-                    fd = os.open(path, flags, 0o600)
-                except OSError as exc:
-                    raise UnsafePathError(f"cannot open the database file {path}: {exc}") from exc
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    os.close(fd)
+            try:
+                info: os.stat_result | None = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                info = None
+            if info is not None:
+                key = (info.st_dev, info.st_ino)
+                entry = self._entries.get(key)
+                if entry is not None:
+                    entry[1] += 1
+                    return HeldDescriptor(fd=entry[0], key=key)
+                if not stat.S_ISREG(info.st_mode):
                     raise UnsafePathError(f"the database is not a regular file: {path}")
-                entry = self._entries[path] = [fd, 0]
-            entry[1] += 1
-            return entry[0]
+            flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+            if info is None:
+                flags |= os.O_CREAT | os.O_EXCL
+            try:
+                fd = os.open(path, flags, 0o600)
+            except OSError as exc:
+                raise UnsafePathError(f"cannot open the database file {path}: {exc}") from exc
+            opened = os.fstat(fd)
+            key = (opened.st_dev, opened.st_ino)
+            if (info is not None and key != (info.st_dev, info.st_ino)) or key in self._entries:
+                # Replaced under our feet: never close a descriptor of a file whose SQLite
+                # locks this process may hold.
+                if key not in self._entries:
+                    os.close(fd)
+                raise UnsafePathError(f"the database file changed while opening: {path}")
+            self._entries[key] = [fd, 1]
+            return HeldDescriptor(fd=fd, key=key)
 
-    def release(self, path: str) -> None:
+    def release(self, held: HeldDescriptor) -> None:
         """Drop one reference; the last one closes the descriptor. Call only after this
         holder's SQLite connection to the file is closed."""
         with self._lock:
-            entry = self._entries[path]
+            entry = self._entries[held.key]
             entry[1] -= 1
             if entry[1] == 0:
-                del self._entries[path]
+                del self._entries[held.key]
                 os.close(entry[0])
+
+    def holds(self, key: tuple[int, int]) -> bool:
+        with self._lock:
+            return key in self._entries
 
 
 database_descriptors = _DatabaseDescriptors()
