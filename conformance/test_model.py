@@ -238,7 +238,7 @@ def register_one_shot_with_stream_slot() -> object:
     fixture = sc.slot_fixture(ExecutionKind.STREAM)
     return Transcript().do(
         register_one_shot,
-        candidate=fixture.decision,
+        candidate=fixture.candidate,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slot=fixture.observation_slots[0],
@@ -250,7 +250,7 @@ def register_one_shot_without_result_slot() -> object:
     fixture = sc.slot_fixture()
     return Transcript().do(
         register_slots,
-        candidate=fixture.decision,
+        candidate=fixture.candidate,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=(),
@@ -329,7 +329,7 @@ def register_logical_slot_twice() -> object:
     other = attrs.evolve(fixture.attempt_slot, role=SlotRole.WARMUP)
     return t.do(
         register_slots,
-        candidate=fixture.decision,
+        candidate=fixture.candidate,
         run=fixture.run,
         attempt_slot=other,
         observation_slots=(),
@@ -341,7 +341,7 @@ def register_slot_with_other_members() -> object:
     t, fixture = world(ExecutionKind.STREAM, checkpoints=2)
     return t.do(
         register_slots,
-        candidate=fixture.decision,
+        candidate=fixture.candidate,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots[:1],
@@ -715,7 +715,7 @@ def observe_slot_of_another_attempt_slot() -> object:
     other = sc.slot_fixture(name="second")
     t.do(
         register_slots,
-        candidate=other.decision,
+        candidate=other.candidate,
         run=other.run,
         attempt_slot=other.attempt_slot,
         observation_slots=other.observation_slots,
@@ -730,7 +730,7 @@ def register_slot_owned_elsewhere() -> object:
     other = sc.slot_fixture(name="second")
     return Transcript().do(
         register_slots,
-        candidate=fixture.decision,
+        candidate=fixture.candidate,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=other.observation_slots,

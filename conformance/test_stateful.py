@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from runstore import RunStore, RunStoreError, finalization, history, ownership, sql
 from runstore import model as m
 from runstore.crashsim.projection import model_projection, store_projection
+from runstore.crashsim.writers import ModelWriter, Writer, lockstep
 from runstore.model import scenarios as sc
 from runstore.records import (
     Accepted,
@@ -107,7 +108,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         super().__init__()
         self.root = tempfile.mkdtemp(prefix="runstore-lockstep-")
         self.stores = [RunStore.open(self.root), RunStore.open(self.root)]
-        self.model = m.ModelState()
+        self.model = ModelWriter(m.ModelState())
         self.guards: list[OwnedAttempt] = []
         self.clock = 1_000
         self.lease_serial = 0
@@ -122,7 +123,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
     def _now(self, data: st.DataObject) -> int:
         """Mostly a clock creeping forward; sometimes backward, exactly at or just before a
         lease's expiry, or out of range."""
-        expiries = sorted({lease.expires_at_ns for lease in self.model.leases.values()})
+        expiries = sorted({lease.expires_at_ns for lease in self.model.state.leases.values()})
         choices = [
             st.integers(0, 2).map(lambda d: self.clock + d),
             st.integers(0, 2).map(lambda d: self.clock + d),
@@ -148,7 +149,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         current = [
             g
             for g in self.guards
-            if (row := self.model.attempts.get(g.attempt_id)) is not None
+            if (row := self.model.state.attempts.get(g.attempt_id)) is not None
             and (row.revision, row.state) == (g.revision, g.state)
         ]
         pool = data.draw(
@@ -177,27 +178,18 @@ class WriterMatchesModel(RuleBasedStateMachine):
 
     # --- lockstep -------------------------------------------------------------------------
 
-    def _lockstep(
-        self,
-        model_call: Callable[[m.ModelState], tuple[m.ModelState, Any]],
-        store_call: Callable[[], Any],
-    ) -> Any:
-        new_state, expected = model_call(self.model)
-        if isinstance(expected, m.Refusal):
-            event(f"refused: {expected.code}")
-        elif hasattr(expected, "state"):
-            event(f"reached: {expected.state.value}")
+    def _lockstep(self, store: RunStore, call: Callable[[Writer], Any]) -> Any:
+        """:func:`~runstore.crashsim.writers.lockstep`: the same result, or the same refusal
+        code with the model's state object unchanged. Returns the result, or None after a
+        refusal."""
         try:
-            actual: Any = store_call()
+            result = lockstep(self.model, store, call)
         except RunStoreError as error:
-            assert isinstance(expected, m.Refusal), f"store refused {error}; model gave {expected}"
-            assert error.code == expected.code, (error, expected)
-            assert new_state is self.model
+            event(f"refused: {error.code}")
             return None
-        assert not isinstance(expected, m.Refusal), f"model refused {expected}; store gave {actual}"
-        assert actual == expected
-        self.model = new_state
-        return actual
+        if hasattr(result, "state"):
+            event(f"reached: {result.state.value}")
+        return result
 
     def _keep(self, guard: object) -> None:
         if isinstance(guard, OwnedAttempt):
@@ -222,31 +214,21 @@ class WriterMatchesModel(RuleBasedStateMachine):
             )
             self._keep(
                 self._lockstep(
-                    lambda s, r=lease, t=slot: m.reserve(s, t, Next(retry=True), r, self.clock),
-                    lambda r=lease, t=slot: self._store(data).reserve(
-                        t, Next(retry=True), r, self.clock
-                    ),
+                    self._store(data),
+                    lambda w, r=lease, t=slot: w.reserve(t, Next(retry=True), r, self.clock),
                 )
             )
 
     @rule(data=st.data(), which=st.sampled_from([0, 0, 1, 1, 2]))
     def register_one_shot(self, data: st.DataObject, which: int) -> None:
         fixture = (*FIXTURES, CONFLICTING)[which]
-        args = (fixture.decision, fixture.run, fixture.attempt_slot, fixture.observation_slots[0])
-        store = self._store(data)
-        self._lockstep(
-            lambda s: m.register_one_shot(s, *args), lambda: store.register_one_shot(*args)
-        )
+        args = (fixture.candidate, fixture.run, fixture.attempt_slot, fixture.observation_slots[0])
+        self._lockstep(self._store(data), lambda w: w.register_one_shot(*args))
 
     @rule(data=st.data(), slot=st.sampled_from(SLOT_IDS), authorization=authorizations)
     def reserve(self, data: st.DataObject, slot: str, authorization: Any) -> None:
         store, lease, now = self._store(data), self._lease(data), self._now(data)
-        self._keep(
-            self._lockstep(
-                lambda s: m.reserve(s, slot, authorization, lease, now),
-                lambda: store.reserve(slot, authorization, lease, now),
-            )
-        )
+        self._keep(self._lockstep(store, lambda w: w.reserve(slot, authorization, lease, now)))
 
     @rule(data=st.data(), phase=st.sampled_from(ALL_STATES))
     def advance(self, data: st.DataObject, phase: AttemptState) -> None:
@@ -255,12 +237,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         guard, store, now = self._guard(data), self._store(data), self._now(data)
         legal = [AttemptState(b) for a, b in m.EXECUTION_EDGES if a == guard.state.value]
         phase = data.draw(st.sampled_from([*legal, *legal, *legal, phase]), label="phase")
-        self._keep(
-            self._lockstep(
-                lambda s: m.advance(s, guard, phase, now),
-                lambda: store.advance(guard, phase, now),
-            )
-        )
+        self._keep(self._lockstep(store, lambda w: w.advance(guard, phase, now)))
 
     @rule(data=st.data(), extension=st.integers(-5, 60))
     def renew(self, data: st.DataObject, extension: int) -> None:
@@ -268,10 +245,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
             return
         guard, store, now = self._guard(data), self._store(data), self._now(data)
         expires = max(0, self.clock + extension)
-        self._lockstep(
-            lambda s: m.renew(s, guard, expires, now),
-            lambda: store.renew(guard, expires, now),
-        )
+        self._lockstep(store, lambda w: w.renew(guard, expires, now))
 
     @rule(data=st.data())
     def begin_finalization(self, data: st.DataObject) -> None:
@@ -280,10 +254,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         guard, store = self._guard(data), self._store(data)
         owner = data.draw(st.sampled_from([guard.owner_token, guard.owner_token, "intruder"]))
         lease, now = self._lease(data, owner), self._now(data)
-        disposition = self._lockstep(
-            lambda s: m.begin_finalization(s, guard, lease, now),
-            lambda: store.begin_finalization(guard, lease, now),
-        )
+        disposition = self._lockstep(store, lambda w: w.begin_finalization(guard, lease, now))
         if disposition is not None:
             self._keep(disposition.attempt)
 
@@ -321,8 +292,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
             result={"score": score},
         )
         self._lockstep(
-            lambda s: m.register_observation(s, guard, observation, artifact, select, now),
-            lambda: store.register_observation(guard, observation, artifact, select, now),
+            store, lambda w: w.register_observation(guard, observation, artifact, select, now)
         )
 
     @rule(data=st.data(), outcome=outcomes, artifact=attempt_artifacts)
@@ -332,7 +302,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         if not self.guards:
             return
         guard, store = self._guard(data), self._store(data)
-        known = [*sorted(self.model.artifacts), artifact.id, "run-store-v1:other-" + "0" * 64]
+        known = [*sorted(self.model.state.artifacts), artifact.id, "run-store-v1:other-" + "0" * 64]
         references = data.draw(
             st.lists(
                 st.tuples(
@@ -344,8 +314,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         )
         now = self._now(data)
         self._lockstep(
-            lambda s: m.commit_finalization(s, guard, outcome, artifact, references, now),
-            lambda: store.commit_finalization(guard, outcome, artifact, references, now),
+            store, lambda w: w.commit_finalization(guard, outcome, artifact, references, now)
         )
 
     @rule(data=st.data())
@@ -356,9 +325,9 @@ class WriterMatchesModel(RuleBasedStateMachine):
         it), and the invariant then shows nothing changed."""
         rogues = sorted(
             row.id
-            for row in self.model.attempts.values()
+            for row in self.model.state.attempts.values()
             if row.state.value not in m.edges.TERMINAL_STATES
-            and self.model.slot_satisfied(row.slot_id)
+            and self.model.state.slot_satisfied(row.slot_id)
         )
         if not rogues:
             return
@@ -388,7 +357,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         current = [
             g
             for g in self.guards
-            if (row := self.model.attempts.get(g.attempt_id)) is not None
+            if (row := self.model.state.attempts.get(g.attempt_id)) is not None
             and (row.revision, row.state) == (g.revision, g.state)
         ]
         if not current:
@@ -403,10 +372,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
             if state in DRIVE_PATH[:-1]:
                 phase = DRIVE_PATH[DRIVE_PATH.index(state) + 1]
                 guard = self._keep_and_return(
-                    self._lockstep(
-                        lambda s, g=guard, p=phase, t=now: m.advance(s, g, p, t),
-                        lambda g=guard, p=phase, t=now: store.advance(g, p, t),
-                    )
+                    self._lockstep(store, lambda w, g=guard, p=phase, t=now: w.advance(g, p, t))
                 )
             elif state is not AttemptState.FINALIZING:
                 self.lease_serial += 1
@@ -416,8 +382,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
                     expires_at_ns=now + 100,
                 )
                 disposition = self._lockstep(
-                    lambda s, g=guard, r=lease, t=now: m.begin_finalization(s, g, r, t),
-                    lambda g=guard, r=lease, t=now: store.begin_finalization(g, r, t),
+                    store, lambda w, g=guard, r=lease, t=now: w.begin_finalization(g, r, t)
                 )
                 guard = self._keep_and_return(disposition and disposition.attempt)
             elif guard.claim_lease_id is not None and not self._selected(guard):
@@ -431,26 +396,22 @@ class WriterMatchesModel(RuleBasedStateMachine):
                 )
                 seen = artifact(ArtifactKind.OBSERVATION, 10 + steps)
                 guard = self._lockstep(
-                    lambda s, g=guard, o=observation, a=seen, t=now: m.register_observation(
-                        s, g, o, a, True, t
-                    ),
-                    lambda g=guard, o=observation, a=seen, t=now: store.register_observation(
+                    store,
+                    lambda w, g=guard, o=observation, a=seen, t=now: w.register_observation(
                         g, o, a, True, t
                     ),
                 )
             else:
                 final = artifact(ArtifactKind.ATTEMPT, 20 + self.clock % 7)
                 self._lockstep(
-                    lambda s, g=guard, a=final, t=now: m.commit_finalization(
-                        s, g, outcome, a, [], t
-                    ),
-                    lambda g=guard, a=final, t=now: store.commit_finalization(g, outcome, a, [], t),
+                    store,
+                    lambda w, g=guard, a=final, t=now: w.commit_finalization(g, outcome, a, [], t),
                 )
                 return
 
     def _selected(self, guard: OwnedAttempt) -> bool:
         slots = [o.id for o in OBSERVATION_SLOTS if o.attempt_slot_id == guard.slot_id]
-        return all(slot in self.model.selections for slot in slots)
+        return all(slot in self.model.state.selections for slot in slots)
 
     def _keep_and_return(self, guard: Any) -> Any:
         self._keep(guard)
@@ -461,7 +422,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
     @invariant()
     def durable_projection_equals_the_model(self) -> None:
         database = self.stores[0].database_path
-        assert store_projection(database) == model_projection(self.model)
+        assert store_projection(database) == model_projection(self.model.state)
 
 
 TestWriterMatchesModel = WriterMatchesModel.TestCase

@@ -3,7 +3,9 @@ that registration (here: the model's) accepts."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,6 +122,57 @@ def test_warmup_owns_no_observation_slot(kind: ExecutionKind) -> None:
     assert_round_trips(bundle.attempt_slot)
     _, result = register_slots(ModelState(), *bundle.arguments())
     assert result == bundle.slot_id
+
+
+@pytest.mark.parametrize("role", list(SlotRole))
+@pytest.mark.parametrize("kind", list(ExecutionKind))
+def test_slots_own_what_their_kind_and_role_call_for(kind: ExecutionKind, role: SlotRole) -> None:
+    bundle = testing.slots("x", kind=kind, role=role, checkpoints=3)
+    slot = bundle.attempt_slot
+    assert (slot.logical_slot, slot.execution_kind, slot.role) == ("x", kind, role)
+    names = [member.logical_slot for member in bundle.observation_slots]
+    if role is SlotRole.WARMUP:
+        assert names == []
+    elif kind is ExecutionKind.STREAM:
+        assert names == ["x/checkpoint-0", "x/checkpoint-1", "x/checkpoint-2"]
+    else:
+        assert names == ["x/result"]
+        assert bundle.observation_slots[0].kind is ObservationSlotKind.RESULT
+    for member in bundle.observation_slots:
+        assert (member.run_id, member.attempt_slot_id) == (bundle.run.id, bundle.slot_id)
+    _, result = register_slots(ModelState(), *bundle.arguments())
+    assert result == bundle.slot_id
+    if role is SlotRole.WARMUP:
+        assert bundle == testing.warmup("x", kind=kind)
+    elif kind is ExecutionKind.STREAM:
+        assert bundle == testing.stream("x", checkpoints=3)
+
+
+def test_testing_imports_only_value_modules() -> None:
+    """The model builds its scenario fixtures here, so this file must stay pure: from the
+    package it imports only records and canonical JSON (no store, SQL, files or events)."""
+    assert testing.__file__ is not None
+    tree = ast.parse(Path(testing.__file__).read_text(encoding="utf-8"))
+    imported = {
+        name
+        for node in ast.walk(tree)
+        for name in (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+    }
+    assert {name for name in imported if name.startswith("runstore")} == {
+        "runstore.canonical",
+        "runstore.records",
+    }
+    assert imported - {"runstore.canonical", "runstore.records"} <= {
+        "__future__",
+        "attrs",
+        "hashlib",
+    }
 
 
 def test_excluded_decision_and_its_run() -> None:

@@ -31,11 +31,11 @@ from runstore.records import (
 )
 from writer_world import World, read
 
-SLOT = "attempt-slot:v1:50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69"
-A0 = "attempt:v1:6074f254e9a5beee80cfc88843a6feb930a1423934c14b8ba476ee70ad37c1e0"
-A1 = "attempt:v1:e433385936d6973c211856a36bb83021a8828acf169bb2bea93286ee1e7fd53c"
-A2 = "attempt:v1:de5c5267a864de70fa985dad7f0a64efd777bb78a7ce22b574eba3b11b62e327"
-A3 = "attempt:v1:1dd08c5352e077f35398be86e093e71df8540e184b574650e88a7d9082e81f5e"
+SLOT = "attempt-slot:v1:e03f68e943d9b0a003f4d4dacdd8bc41c65477982bb7a06e67a4eeeaa9b353dc"
+A0 = "attempt:v1:0232f8bfc11d6c5c5735b44aa1119381226475fd32bc85934530bb15863980a5"
+A1 = "attempt:v1:a3d2615c27fdabea54f4fe8d340889c7fdf51779ff5dbdae9ad736c51c5782f1"
+A2 = "attempt:v1:6a755d0cbcdca0de55cfa96fa46d730e886e8d440dd1ad2e3aa73f59b878b2b6"
+A3 = "attempt:v1:a906ba067f125d13023e09184dd232a2f90a0a7a8e612c0e90519fd636ed81a7"
 
 # (case, sequence, kind, attempt_id, at_ns, payload_json bytes)
 PINNED: list[tuple[str, int, str, str, int, bytes]] = [
@@ -46,7 +46,7 @@ PINNED: list[tuple[str, int, str, str, int, bytes]] = [
         A0,
         1_000,
         b'{"from":null,"retry_index":0,"revision":0,"slot_id":"attempt-slot:v1:'
-        b'50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69","to":"reserved"}',
+        b'e03f68e943d9b0a003f4d4dacdd8bc41c65477982bb7a06e67a4eeeaa9b353dc","to":"reserved"}',
     ),
     (
         "attempt_reserved retry 1",
@@ -55,7 +55,7 @@ PINNED: list[tuple[str, int, str, str, int, bytes]] = [
         A1,
         1_010,
         b'{"from":null,"retry_index":1,"revision":0,"slot_id":"attempt-slot:v1:'
-        b'50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69","to":"reserved"}',
+        b'e03f68e943d9b0a003f4d4dacdd8bc41c65477982bb7a06e67a4eeeaa9b353dc","to":"reserved"}',
     ),
     (
         "attempt_transition reserved -> materializing",
@@ -105,7 +105,7 @@ PINNED: list[tuple[str, int, str, str, int, bytes]] = [
         A2,
         2_000,
         b'{"from":null,"retry_index":2,"revision":0,"slot_id":"attempt-slot:v1:'
-        b'50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69","to":"reserved"}',
+        b'e03f68e943d9b0a003f4d4dacdd8bc41c65477982bb7a06e67a4eeeaa9b353dc","to":"reserved"}',
     ),
     (
         "attempt_reserved retry 3",
@@ -114,7 +114,7 @@ PINNED: list[tuple[str, int, str, str, int, bytes]] = [
         A3,
         2_010,
         b'{"from":null,"retry_index":3,"revision":0,"slot_id":"attempt-slot:v1:'
-        b'50d9ae0c448848c6d633660da39314a1a77552a8bb17b7db9d57b43ea37efc69","to":"reserved"}',
+        b'e03f68e943d9b0a003f4d4dacdd8bc41c65477982bb7a06e67a4eeeaa9b353dc","to":"reserved"}',
     ),
     (
         "attempt_finalizing claimed from reserved",

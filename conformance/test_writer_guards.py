@@ -14,7 +14,6 @@ from pathlib import Path
 import attrs
 import pytest
 from runstore import RunStore, RunStoreError
-from runstore import model as m
 from runstore.model import scenarios as sc
 from runstore.records import (
     Accepted,
@@ -157,10 +156,7 @@ def test_a_guard_used_from_a_second_handle_is_checked_against_the_database(
     guard = world.start(fixture, "reservation-0")
     with RunStore.open(world.store.root) as second:
         # The second handle moves the attempt on (the model takes the same step).
-        moved = world.lockstep(
-            lambda s: m.advance(s, guard, S.MATERIALIZING, 1_100),
-            lambda: second.advance(guard, S.MATERIALIZING, 1_100),
-        )
+        moved = world.lockstep(lambda w: w.advance(guard, S.MATERIALIZING, 1_100), store=second)
         # The first handle's reuse of the old guard is stale...
         world.refused("stale_revision", lambda: world.advance(guard, S.MATERIALIZING, 1_200))
         # ...and so is the second handle's reuse, after the first moved on.

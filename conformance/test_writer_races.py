@@ -10,10 +10,11 @@ whole durable projection must equal it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
-from runstore import model as m
+from runstore.crashsim.writers import outcome
 from runstore.model import scenarios as sc
 from runstore.records import (
     ClaimDisposition,
@@ -44,14 +45,10 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 
 def replay(world: World, calls: list[tuple[str, tuple[object, ...], object]]) -> None:
-    """Apply ``(model operation, arguments, store outcome)`` to the model in order; each
+    """Apply ``(writer method, arguments, store outcome)`` to the model in order; each
     must give the outcome the store gave (a result, or ``("refused", code)``)."""
-    for name, args, outcome in calls:
-        world.model, expected = getattr(m, name)(world.model, *args)
-        if isinstance(expected, m.Refusal):
-            assert outcome == ("refused", expected.code)
-        else:
-            assert outcome == ("ok", expected)
+    for name, args, stored in calls:
+        assert outcome(partial(getattr(world.model, name), *args)) == stored
 
 
 def test_racing_retry_allocations_get_distinct_indices(world: World, workers: Workers) -> None:

@@ -1,8 +1,9 @@
 """Shared helpers for the writer's spec tests (``conformance/test_writer_*.py``).
 
 A :class:`World` is one real store on a fresh root driven in lockstep with the reference
-model: every writer call is made on both, and the store's result (or refusal code) must
-equal the model's. Durable state is always read through a fresh read-only connection on
+model through :mod:`runstore.crashsim.writers` (its ``ModelWriter`` and ``lockstep``):
+every writer call is made on both, and the store's result (or refusal code) must equal
+the model's. Durable state is always read through a fresh read-only connection on
 ``store.database_path``, never the writer's own connection.
 
 :class:`Workers` runs writer calls in separate ``spawn``-started processes, each with its
@@ -30,6 +31,7 @@ import pytest
 from runstore import RunStore, RunStoreError, canonical, sql
 from runstore import model as m
 from runstore.crashsim.projection import Projection, model_projection, store_projection
+from runstore.crashsim.writers import ModelWriter, Writer, lockstep
 from runstore.history import CommittedEvent
 from runstore.model import scenarios as sc
 from runstore.records import (
@@ -80,7 +82,7 @@ def insert_slots(store: RunStore, fixture: sc.SlotFixture) -> None:
     def exists(table: str, record_id: str) -> bool:
         return bool(sql.execute(connection, f"SELECT 1 FROM {table} WHERE id = ?", (record_id,)))
 
-    decision, run, slot = fixture.decision, fixture.run, fixture.attempt_slot
+    decision, run, slot = fixture.candidate, fixture.run, fixture.attempt_slot
     with sql.immediate_transaction(connection):
         if not exists("applicability_decisions", decision.id):
             sql.execute(
@@ -143,7 +145,7 @@ class World:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.store = RunStore.open(root)
-        self.model = m.ModelState()
+        self.model = ModelWriter(m.ModelState())
         self.delivered: list[CommittedEvent] = []
         self.store.subscribe(self.delivered.append)
 
@@ -156,38 +158,20 @@ class World:
 
     # --- lockstep ------------------------------------------------------------------------
 
-    def lockstep(
-        self,
-        model_call: Callable[[m.ModelState], tuple[m.ModelState, Any]],
-        store_call: Callable[[], T],
-    ) -> T:
-        """Run one call on the model and on the store; the results (or refusal codes) must
-        agree. A store refusal is re-raised after the comparison."""
-        new_state, expected = model_call(self.model)
-        try:
-            actual = store_call()
-        except RunStoreError as error:
-            assert isinstance(expected, m.Refusal), f"store refused {error}; model gave {expected}"
-            assert error.code == expected.code, (error, expected)
-            raise
-        assert not isinstance(expected, m.Refusal), f"model refused {expected}; store: {actual}"
-        assert actual == expected, (actual, expected)
-        self.model = new_state
-        return actual
+    def lockstep(self, call: Callable[[Writer], T], store: Writer | None = None) -> T:
+        """:func:`~runstore.crashsim.writers.lockstep` of ``call`` on the model and on
+        ``store`` (default: this world's): the results (or refusal codes) must agree. A
+        store refusal is re-raised after the comparison."""
+        return lockstep(self.model, self.store if store is None else store, call)
 
     def register(self, fixture: sc.SlotFixture) -> str:
         """Register a fixture: one-shot measurements publicly, other slots through
         :func:`insert_slots`."""
         slot = fixture.attempt_slot
         if (slot.execution_kind, slot.role) == (ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT):
-            args = (fixture.decision, fixture.run, slot, fixture.observation_slots[0])
-            return self.lockstep(
-                lambda s: m.register_one_shot(s, *args),
-                lambda: self.store.register_one_shot(*args),
-            )
-        self.model, result = m.register_slots(
-            self.model, fixture.decision, fixture.run, slot, fixture.observation_slots
-        )
+            args = (fixture.candidate, fixture.run, slot, fixture.observation_slots[0])
+            return self.lockstep(lambda w: w.register_one_shot(*args))
+        result = self.model.register_slots(*fixture.arguments())
         assert result == slot.id, result
         insert_slots(self.store, fixture)
         return slot.id
@@ -195,28 +179,16 @@ class World:
     def reserve(
         self, slot_id: str, authorization: RetryAuthorization, lease: LeaseRequest, now: int
     ) -> OwnedAttempt:
-        return self.lockstep(
-            lambda s: m.reserve(s, slot_id, authorization, lease, now),
-            lambda: self.store.reserve(slot_id, authorization, lease, now),
-        )
+        return self.lockstep(lambda w: w.reserve(slot_id, authorization, lease, now))
 
     def advance(self, guard: OwnedAttempt, phase: AttemptState, now: int) -> OwnedAttempt:
-        return self.lockstep(
-            lambda s: m.advance(s, guard, phase, now),
-            lambda: self.store.advance(guard, phase, now),
-        )
+        return self.lockstep(lambda w: w.advance(guard, phase, now))
 
     def renew(self, guard: OwnedAttempt, expires: int, now: int) -> OwnedAttempt:
-        return self.lockstep(
-            lambda s: m.renew(s, guard, expires, now),
-            lambda: self.store.renew(guard, expires, now),
-        )
+        return self.lockstep(lambda w: w.renew(guard, expires, now))
 
     def finalize(self, guard: OwnedAttempt, lease: LeaseRequest, now: int) -> ClaimDisposition:
-        return self.lockstep(
-            lambda s: m.begin_finalization(s, guard, lease, now),
-            lambda: self.store.begin_finalization(guard, lease, now),
-        )
+        return self.lockstep(lambda w: w.begin_finalization(guard, lease, now))
 
     def observe(
         self,
@@ -227,8 +199,7 @@ class World:
         now: int,
     ) -> OwnedAttempt:
         return self.lockstep(
-            lambda s: m.register_observation(s, guard, observation, artifact, select, now),
-            lambda: self.store.register_observation(guard, observation, artifact, select, now),
+            lambda w: w.register_observation(guard, observation, artifact, select, now)
         )
 
     def conclude(
@@ -240,8 +211,7 @@ class World:
         now: int,
     ) -> TerminalAttempt:
         return self.lockstep(
-            lambda s: m.commit_finalization(s, guard, outcome, artifact, references, now),
-            lambda: self.store.commit_finalization(guard, outcome, artifact, references, now),
+            lambda w: w.commit_finalization(guard, outcome, artifact, references, now)
         )
 
     # --- shortcuts ----------------------------------------------------------------------
@@ -317,7 +287,7 @@ class World:
 
     def check(self) -> None:
         """The whole durable projection equals the model's."""
-        assert self.projection() == model_projection(self.model)
+        assert self.projection() == model_projection(self.model.state)
 
     def refused(self, code: str, call: Callable[..., object], *args: Any) -> RunStoreError:
         """``call(*args)`` must be refused with ``code``, change no durable row and deliver

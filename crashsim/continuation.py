@@ -18,7 +18,7 @@ from runstore import RunStore
 from runstore import model as m
 from runstore.crashsim.projection import model_projection, store_projection
 from runstore.crashsim.scenarios import FIXTURE, MEMBER
-from runstore.crashsim.writers import ModelWriter, Outcome, Writer, outcome
+from runstore.crashsim.writers import Diverged, ModelWriter, Outcome, Writer, lockstep, outcome
 from runstore.model import scenarios as fx
 from runstore.records import (
     Accepted,
@@ -33,10 +33,6 @@ from runstore.records import (
 )
 
 
-class Diverged(Exception):
-    """The store and the model disagreed (or a continuation rule was broken)."""
-
-
 class _Lockstep:
     def __init__(self, store: RunStore, state: m.ModelState) -> None:
         self.store = store
@@ -45,11 +41,10 @@ class _Lockstep:
 
     def both(self, what: str, call: Callable[[Writer], object]) -> Outcome:
         self.calls += 1
-        expected = outcome(lambda: call(self.model))
-        actual = outcome(lambda: call(self.store))
-        if actual != expected:
-            raise Diverged(f"continuation {what}: store gave {actual!r}, model {expected!r}")
-        return expected
+        try:
+            return outcome(lambda: lockstep(self.model, self.store, call))
+        except Diverged as error:
+            raise Diverged(f"continuation {what}: {error}") from error
 
 
 def start_time(state: m.ModelState) -> int:
@@ -65,7 +60,7 @@ def continue_as_user(store: RunStore, state: m.ModelState) -> str:
     step = _Lockstep(store, state)
     step.both(
         "register_one_shot",
-        lambda w: w.register_one_shot(FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, MEMBER),
+        lambda w: w.register_one_shot(FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, MEMBER),
     )
     now = start_time(step.model.state)
     slot = FIXTURE.slot_id

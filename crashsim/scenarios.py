@@ -72,7 +72,9 @@ class Scenario:
 
 def register() -> Step:
     def action(writer: Writer, context: Context) -> object:
-        return writer.register_one_shot(FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, MEMBER)
+        return writer.register_one_shot(
+            FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, MEMBER
+        )
 
     return Step("register_one_shot", action)
 

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 import attrs
 from runstore import RunStore
 from runstore import model as m
-from runstore.crashsim.continuation import Diverged, continue_as_user
+from runstore.crashsim.continuation import continue_as_user
 from runstore.crashsim.projection import Projection, model_projection, store_projection
+from runstore.crashsim.writers import Diverged
 from runstore.errors import RunStoreError
 from runstore.probes import PROBE_PREFIX
 

@@ -1,10 +1,13 @@
-"""One writer interface over the store and the model, so a scenario runs on either.
+"""One writer interface over the store and the model, so a scenario runs on either, and the
+one way to drive the two in lockstep.
 
 Rules of this file: :class:`Writer` is the structural type of ``RunStore``'s writer methods;
 :class:`ModelWriter` implements it over the pure model, holding the current state and
 raising :class:`ModelRefusal` (with the refusal's code) where the store would raise a
-``RunStoreError``. :func:`outcome` turns either kind of refusal into a comparable value.
-No I/O here.
+``RunStoreError``. :func:`outcome` turns either kind of refusal into a comparable value,
+and :func:`lockstep` makes one call on the model and then on a store, raising
+:class:`Diverged` unless both give the same result or the same refusal code. No I/O here
+beyond the store the caller passes.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ class Writer(Protocol):
     ) -> TerminalAttempt: ...
 
 
+class Diverged(Exception):
+    """The store and the model disagreed, or the model broke its own contract."""
+
+
 class ModelRefusal(Exception):
     """The model refused a call; ``code`` is the store error code for the same call."""
 
@@ -92,9 +99,23 @@ class ModelWriter:
     def _apply(self, step: tuple[m.ModelState, T | m.Refusal]) -> T:
         new_state, result = step
         if isinstance(result, m.Refusal):
+            if new_state is not self.state:
+                raise Diverged(f"the model refused ({result.code}) but changed its state")
             raise ModelRefusal(result)
         self.state = new_state
         return result
+
+    def register_slots(
+        self,
+        candidate: ApplicabilityDecision,
+        run: ResolvedRun,
+        attempt_slot: AttemptSlot,
+        observation_slots: Sequence[ObservationSlot],
+    ) -> str:
+        """The model's general slot registration (the store has no public counterpart)."""
+        return self._apply(
+            m.register_slots(self.state, candidate, run, attempt_slot, observation_slots)
+        )
 
     def register_one_shot(
         self,
@@ -158,3 +179,20 @@ def outcome(call: Callable[[], object]) -> Outcome:
         return ("ok", call())
     except (ModelRefusal, RunStoreError) as refusal:
         return ("refused", refusal.code)
+
+
+def lockstep(model: ModelWriter, store: Writer, call: Callable[[Writer], T]) -> T:
+    """Make ``call`` on ``model`` and then on ``store``: both must return equal results, or
+    both refuse with the same code (and the model's state is then unchanged); otherwise
+    :class:`Diverged`. Returns the store's result; the store's refusal is re-raised after
+    the comparison."""
+    expected = outcome(lambda: call(model))
+    try:
+        actual = call(store)
+    except RunStoreError as error:
+        if expected != ("refused", error.code):
+            raise Diverged(f"the store refused ({error}); the model gave {expected!r}") from error
+        raise
+    if expected != ("ok", actual):
+        raise Diverged(f"the store gave {actual!r}; the model gave {expected!r}")
+    return actual

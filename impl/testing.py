@@ -1,10 +1,14 @@
 """Factories for consistent, valid records: for runstore's own tests, the crash simulator's
 scenarios, and anyone writing tests against a store.
 
-Rules of this file: values only (no I/O, no store, no clock, no randomness); imports only the
-value modules. Every factory is a pure function of its arguments, so the same arguments give
-equal records with equal ids, and the records it returns already agree with each other the
-way registration requires (same run, same candidate, an applicable decision, slot ownership).
+Rules of this file: values only (no I/O, no store, no clock, no randomness). It imports
+only the value modules (``runstore.records`` and ``runstore.canonical``), never the store,
+SQL, filesystem or event layers (``store``, ``sql``, ``durable``, ``probes``, ``history``
+and the writer modules): the pure model builds its scenario fixtures from this file, so
+it must stay as pure as the model. Every factory is a pure function of its arguments, so
+the same arguments give equal records with equal ids, and the records it returns already
+agree with each other the way registration requires (same run, same candidate, an
+applicable decision, slot ownership).
 
 Names and sharing: a slot's ``name`` is its ``logical_slot`` (its observation slots are
 ``<name>/result`` and ``<name>/checkpoint-<i>``), so distinct names give distinct slot ids.
@@ -156,6 +160,33 @@ def one_shot(
     )
 
 
+def slots(
+    name: str = "slot",
+    *,
+    kind: ExecutionKind = ExecutionKind.ONE_SHOT,
+    role: SlotRole = SlotRole.MEASUREMENT,
+    checkpoints: int = 2,
+    candidate: str = CANDIDATE,
+    problem: str = PROBLEM,
+) -> Slots:
+    """A slot named ``name`` of any kind and role, owning the observation slots its shape
+    calls for: none for a warm-up, ``checkpoints`` checkpoint slots
+    ``<name>/checkpoint-<i>`` (indices ``0 .. checkpoints-1``) for a stream measurement,
+    and the one result slot ``<name>/result`` for a one-shot or fresh-observation
+    measurement. ``checkpoints`` counts only for a stream measurement."""
+    candidate_record = decision(candidate, problem)
+    run = resolved_run(candidate_record)
+    slot = _attempt_slot(run, name, kind, role)
+    members: tuple[ObservationSlot, ...]
+    if role is SlotRole.WARMUP:
+        members = ()
+    elif kind is ExecutionKind.STREAM:
+        members = tuple(_observation_slot(slot, f"checkpoint-{i}", i) for i in range(checkpoints))
+    else:
+        members = (_observation_slot(slot, "result", None),)
+    return Slots(candidate=candidate_record, run=run, attempt_slot=slot, observation_slots=members)
+
+
 def stream(
     name: str = "stream",
     *,
@@ -166,11 +197,13 @@ def stream(
     """A stream measurement slot owning ``checkpoints`` checkpoint slots
     ``<name>/checkpoint-<i>`` with indices ``0 .. checkpoints-1``. ``checkpoints=0`` builds
     a stream without checkpoint slots, which registration refuses."""
-    candidate_record = decision(candidate, problem)
-    run = resolved_run(candidate_record)
-    slot = _attempt_slot(run, name, ExecutionKind.STREAM, SlotRole.MEASUREMENT)
-    members = tuple(_observation_slot(slot, f"checkpoint-{i}", i) for i in range(checkpoints))
-    return Slots(candidate=candidate_record, run=run, attempt_slot=slot, observation_slots=members)
+    return slots(
+        name,
+        kind=ExecutionKind.STREAM,
+        checkpoints=checkpoints,
+        candidate=candidate,
+        problem=problem,
+    )
 
 
 def warmup(
@@ -181,10 +214,7 @@ def warmup(
     problem: str = PROBLEM,
 ) -> Slots:
     """A warm-up slot of execution kind ``kind``; it owns no observation slot."""
-    candidate_record = decision(candidate, problem)
-    run = resolved_run(candidate_record)
-    slot = _attempt_slot(run, name, kind, SlotRole.WARMUP)
-    return Slots(candidate=candidate_record, run=run, attempt_slot=slot, observation_slots=())
+    return slots(name, kind=kind, role=SlotRole.WARMUP, candidate=candidate, problem=problem)
 
 
 def lease(name: str, *, expires_at_ns: int, owner: str = "owner") -> LeaseRequest:

@@ -1,11 +1,13 @@
 """runstore.model: the pure reference model of the run store's coordination state.
 
 Rules of this package: no I/O, no SQLite, no clock reads; it imports only
-``runstore.records``, ``runstore.canonical`` and ``runstore.errors`` from the runtime, and
-the runtime never imports it. State is an immutable :class:`ModelState`; each operation
-is a function ``op(state, ...) -> (new_state, result | Refusal)`` mirroring one writer
-method, and a refusal carries the ``code`` of the error the writer raises for the same
-call and returns the input state object unchanged.
+``runstore.records``, ``runstore.canonical`` and ``runstore.errors`` from the runtime
+(and ``scenarios`` its fixtures from ``runstore.testing``, which is pure record
+construction too), and the runtime never imports it. State is an immutable
+:class:`ModelState`; each operation is a function
+``op(state, ...) -> (new_state, result | Refusal)`` mirroring one writer method, and a
+refusal carries the ``code`` of the error the writer raises for the same call and returns
+the input state object unchanged.
 
 Modules: ``edges`` (the legal edges, as data), ``rules`` (scalar rules with CrossHair
 contracts), ``state`` (rows and the state value), ``events`` (event payloads),

@@ -1,26 +1,25 @@
 """Named scenarios (rendered by :mod:`runstore.model.trace`) and the fixtures they and the
 model's tests build on.
 
-Rules of this file: fixtures are deterministic values (digests are SHA-256 of a label);
-each scenario is a function of a :class:`~runstore.model.trace.Transcript` whose docstring
-is the transcript's title. Changing a scenario changes a committed transcript: regenerate
+Rules of this file: fixtures are deterministic values built by :mod:`runstore.testing`
+(pure record construction, no I/O; digests are SHA-256 of a label); each scenario is a
+function of a :class:`~runstore.model.trace.Transcript` whose docstring is the
+transcript's title. Changing a scenario changes a committed transcript: regenerate
 with ``python -m runstore.model.trace --all``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 
 import attrs
+from runstore import testing
 from runstore.model import attempts, finalization, recovery, registration, staging
 from runstore.model.trace import Transcript
 from runstore.records import (
     Accepted,
-    ApplicabilityDecision,
     ArtifactKind,
     ArtifactRegistration,
-    AttemptSlot,
     AttemptState,
     ClaimDisposition,
     Completion,
@@ -31,9 +30,7 @@ from runstore.records import (
     Next,
     Observation,
     ObservationSlot,
-    ObservationSlotKind,
     OwnedAttempt,
-    ResolvedRun,
     Retry,
     RetryAuthorization,
     SlotRole,
@@ -42,7 +39,9 @@ from runstore.records import (
 )
 
 OWNER = "owner-a"
+"""The owner token of the scenarios' leases unless they name another."""
 OTHER_OWNER = "owner-b"
+"""A second owner token: a contender's, or a forged guard's."""
 STAGE = "artifacts/.staging-0"
 
 EXECUTION_PATH = (
@@ -52,41 +51,23 @@ EXECUTION_PATH = (
     AttemptState.EXECUTING,
 )
 
+SlotFixture = testing.Slots
+"""A decision, its run, one attempt slot and the observation slots it owns (the decision is
+its ``candidate``)."""
 
-def digest(label: str) -> str:
-    """A deterministic 64-hex digest for a fixture label."""
-    return hashlib.sha256(label.encode()).hexdigest()
+digest = testing.digest
 
 
 def artifact(kind: ArtifactKind, label: str, verified_at_ns: int = 0) -> ArtifactRegistration:
-    """A registration of a fixture artifact whose content digest is ``digest(label)``."""
-    content = digest(label)
-    return ArtifactRegistration(
-        kind=kind,
-        path=f"artifacts/{kind.value}-{content}",
-        content_sha256=content,
-        manifest_sha256=digest(f"manifest:{label}"),
-        verified_at_ns=verified_at_ns,
-    )
+    """:func:`runstore.testing.artifact`: content digest ``digest(label)``."""
+    return testing.artifact(kind, label, verified_at_ns=verified_at_ns)
 
 
 def lease(lease_id: str, expires_at_ns: int, owner: str = OWNER) -> LeaseRequest:
-    """A lease request."""
+    """A lease request with exactly this id and owner token (a guard's ``owner_token`` gives
+    a lease of its owner). Unlike :func:`runstore.testing.lease` it derives nothing: the
+    model's and the writer's tests address leases by these literal ids."""
     return LeaseRequest(lease_id=lease_id, owner_token=owner, expires_at_ns=expires_at_ns)
-
-
-@attrs.frozen(kw_only=True)
-class SlotFixture:
-    """A decision, its run, one attempt slot and the observation slots it owns."""
-
-    decision: ApplicabilityDecision
-    run: ResolvedRun
-    attempt_slot: AttemptSlot
-    observation_slots: tuple[ObservationSlot, ...]
-
-    @property
-    def slot_id(self) -> str:
-        return self.attempt_slot.id
 
 
 def slot_fixture(
@@ -95,44 +76,10 @@ def slot_fixture(
     checkpoints: int = 2,
     name: str = "main",
 ) -> SlotFixture:
-    """A registered-shape slot: one result slot for one-shot and fresh-observation
-    measurements, ``checkpoints`` checkpoint slots for a stream, none for a warm-up."""
-    decision = ApplicabilityDecision(
-        candidate_id="candidate-1", problem_id="problem-1", applicable=True, evidence={}
-    )
-    run = ResolvedRun(
-        decision_id=decision.id,
-        candidate_id=decision.candidate_id,
-        logical_spec_id="spec-1",
-        specification={},
-    )
-    slot = AttemptSlot(
-        run_id=run.id, logical_slot=name, execution_kind=kind, role=role, specification={}
-    )
-    if role is SlotRole.WARMUP:
-        members: tuple[ObservationSlot, ...] = ()
-    elif kind is ExecutionKind.STREAM:
-        members = tuple(
-            ObservationSlot(
-                run_id=run.id,
-                logical_slot=f"{name}/checkpoint-{index}",
-                kind=ObservationSlotKind.CHECKPOINT,
-                checkpoint_index=index,
-                attempt_slot_id=slot.id,
-            )
-            for index in range(checkpoints)
-        )
-    else:
-        members = (
-            ObservationSlot(
-                run_id=run.id,
-                logical_slot=f"{name}/result",
-                kind=ObservationSlotKind.RESULT,
-                checkpoint_index=None,
-                attempt_slot_id=slot.id,
-            ),
-        )
-    return SlotFixture(decision=decision, run=run, attempt_slot=slot, observation_slots=members)
+    """:func:`runstore.testing.slots`: one result slot for one-shot and fresh-observation
+    measurements, ``checkpoints`` checkpoint slots for a stream, none for a warm-up. Every
+    fixture is in the one run of :func:`runstore.testing.decision`."""
+    return testing.slots(name, kind=kind, role=role, checkpoints=checkpoints)
 
 
 def observation(
@@ -143,13 +90,9 @@ def observation(
     completion: Completion = Completion.REACHED,
     score: int = 1,
 ) -> Observation:
-    """An observation of ``guard``'s attempt for ``slot``."""
-    return Observation(
-        slot_id=slot.id,
-        attempt_id=guard.attempt_id,
-        valid=valid,
-        completion=completion,
-        result={"score": score},
+    """An observation of ``guard``'s attempt for ``slot`` with result ``{"score": score}``."""
+    return testing.observation(
+        slot, guard.attempt_id, valid=valid, completion=completion, result={"score": score}
     )
 
 
@@ -178,7 +121,7 @@ def register(t: Transcript, fixture: SlotFixture) -> None:
     """Register ``fixture`` with ``register_slots``."""
     t.do(
         registration.register_slots,
-        candidate=fixture.decision,
+        candidate=fixture.candidate,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots,
@@ -270,7 +213,7 @@ def happy_path_accepted(t: Transcript) -> None:
     fixture = slot_fixture()
     t.do(
         registration.register_one_shot,
-        candidate=fixture.decision,
+        candidate=fixture.candidate,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slot=fixture.observation_slots[0],

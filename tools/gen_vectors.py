@@ -25,7 +25,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import attrs
 from runstore import RunStore, testing
@@ -39,6 +39,7 @@ from runstore.canonical import (
     encode,
     ns_from_json,
 )
+from runstore.crashsim.writers import ModelRefusal, ModelWriter, Writer
 from runstore.errors import RunStoreError
 from runstore.identity import ATTEMPT, identity_input, run_attempt_id, typed_identity
 from runstore.records import (
@@ -811,46 +812,15 @@ class Disagreement(Exception):
     """The store and the model did not produce the same results or events."""
 
 
-class ModelWriter:
-    """The pure model behind RunStore's writer methods: each call applies the model
-    operation to the held state, and a refusal raises (the scenario refuses nothing)."""
-
-    def __init__(self) -> None:
-        self.state = m.ModelState()
-
-    def _apply(self, operation: Callable[..., tuple[m.ModelState, Any]], *args: Any) -> Any:
-        state, result = operation(self.state, *args)
-        if isinstance(result, m.Refusal):
-            raise Disagreement(f"the model refused {operation.__name__}: {result.code}")
-        self.state = state
-        return result
-
-    def register_one_shot(self, *records: Any) -> str:
-        return cast(str, self._apply(m.register_one_shot, *records))
-
-    def reserve(self, *args: Any) -> OwnedAttempt:
-        return cast(OwnedAttempt, self._apply(m.reserve, *args))
-
-    def advance(self, *args: Any) -> OwnedAttempt:
-        return cast(OwnedAttempt, self._apply(m.advance, *args))
-
-    def begin_finalization(self, *args: Any) -> ClaimDisposition:
-        return cast(ClaimDisposition, self._apply(m.begin_finalization, *args))
-
-    def register_observation(self, *args: Any) -> OwnedAttempt:
-        return cast(OwnedAttempt, self._apply(m.register_observation, *args))
-
-    def commit_finalization(self, *args: Any) -> TerminalAttempt:
-        return cast(TerminalAttempt, self._apply(m.commit_finalization, *args))
-
-    def events(self) -> list[Event]:
-        return [
-            (row.sequence, row.kind, row.attempt_id, row.at_ns, encode(dict(row.payload)))
-            for row in self.state.events
-        ]
+def _model_events(state: m.ModelState) -> list[Event]:
+    """The model's events so far, in the form the store's subscriber records them."""
+    return [
+        (row.sequence, row.kind, row.attempt_id, row.at_ns, encode(dict(row.payload)))
+        for row in state.events
+    ]
 
 
-def _call(writer: RunStore | ModelWriter, step: Step, guards: dict[str, OwnedAttempt]) -> object:
+def _call(writer: Writer, step: Step, guards: dict[str, OwnedAttempt]) -> object:
     """Apply one step through ``writer``'s method of the same name."""
     a = step.arguments
     if step.operation == "register_one_shot":
@@ -873,9 +843,7 @@ def _call(writer: RunStore | ModelWriter, step: Step, guards: dict[str, OwnedAtt
     raise AssertionError(f"unknown operation {step.operation}")
 
 
-def play(
-    writer: RunStore | ModelWriter, events: Callable[[], list[Event]]
-) -> list[tuple[object, list[int]]]:
+def play(writer: Writer, events: Callable[[], list[Event]]) -> list[tuple[object, list[int]]]:
     """Play :data:`SCENARIO` through ``writer``: each step's result and the sequences of the
     events it committed (``events()`` lists every event so far)."""
     guards: dict[str, OwnedAttempt] = {}
@@ -908,10 +876,13 @@ def store_run() -> tuple[list[tuple[object, list[int]]], list[Event]]:
 
 
 def model_run() -> tuple[list[tuple[object, list[int]]], list[Event]]:
-    """The scenario played on the pure model."""
-    writer = ModelWriter()
-    played = play(writer, writer.events)
-    return played, writer.events()
+    """The scenario played on the pure model (which refuses nothing in it)."""
+    writer = ModelWriter(m.ModelState())
+    try:
+        played = play(writer, lambda: _model_events(writer.state))
+    except ModelRefusal as refusal:
+        raise Disagreement(f"the model refused a step: {refusal}") from refusal
+    return played, _model_events(writer.state)
 
 
 def agreed_run() -> tuple[list[tuple[object, list[int]]], list[Event]]:
