@@ -151,7 +151,7 @@ def register_observation(
         raise ClaimRequiredError("selecting needs the slot's finalization claim")
     if select and not observation.valid:
         raise InvalidRecordError("an invalid observation cannot be selected")
-    history.register_artifact(connection, artifact)
+    history.insert_artifact(connection, artifact)
     if not existing:
         sql.execute(
             connection,
@@ -264,10 +264,11 @@ def finish(
     artifact: ArtifactRegistration,
     references: Sequence[tuple[str, str]],
 ) -> tuple[TerminalAttempt, history.CommittedEvent]:
-    """The terminal commit (shared with recovery), after every check has passed: register
-    the final artifact and references, append the terminal transition and event, delete the
+    """The terminal commit (shared with recovery), after every check has passed (including
+    :func:`history.artifact_conflicts` for ``artifact``): register the final artifact and
+    references, append the terminal transition and event, delete the
     attempt's claim, and release every lease of the attempt."""
-    history.register_artifact(connection, artifact)
+    history.insert_artifact(connection, artifact)
     for role, artifact_id in references:
         sql.execute(
             connection,

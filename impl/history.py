@@ -15,7 +15,7 @@ import attrs
 from runstore import canonical, sql
 from runstore.canonical import JSON
 from runstore.enums import TERMINAL_STATES, AttemptState, LeasePurpose
-from runstore.errors import DatabaseError, RegistrationConflictError, StaleRevisionError
+from runstore.errors import DatabaseError, StaleRevisionError
 from runstore.guards import Censored, Failed, TerminalOutcome
 from runstore.ownership import AttemptRecord
 from runstore.records import ArtifactRegistration
@@ -244,21 +244,14 @@ def artifact_conflicts(connection: sqlite3.Connection, artifact: ArtifactRegistr
     return registered is not None and registered != _artifact_key(artifact)
 
 
-def register_artifact(connection: sqlite3.Connection, artifact: ArtifactRegistration) -> None:
-    """Insert the artifact row, or reuse an identical one (same kind, path and digests; the
-    first verification time stays). A row with the same id and other fields refuses with
-    registration_conflict."""
-    registered = _registered_key(connection, artifact.id)
-    if registered is not None:
-        if registered != _artifact_key(artifact):
-            raise RegistrationConflictError(
-                f"artifact {artifact.id} is registered with other digests"
-            )
-        return
+def insert_artifact(connection: sqlite3.Connection, artifact: ArtifactRegistration) -> None:
+    """Insert the artifact row unless one with its id exists. The caller has already
+    refused a conflicting row (:func:`artifact_conflicts`) in this transaction, so an
+    existing row is identical and is reused (its first verification time stays)."""
     sql.execute(
         connection,
         "INSERT INTO artifacts (id, kind, path, content_sha256, manifest_sha256, verified_at_ns) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         (artifact.id, *_artifact_key(artifact), artifact.verified_at_ns),
     )
 

@@ -112,8 +112,8 @@ __all__ = [
 
 
 class _Identified(abc.ABC):
-    """Shared identity behaviour. Subclasses set ``PREFIX`` and implement ``identity_document``
-    and ``_fields_from_document``."""
+    """Shared identity behaviour. Subclasses set ``PREFIX``, implement ``identity_document``
+    and, when a field needs converting, override ``_fields_from_document``."""
 
     __slots__ = ()
     PREFIX: ClassVar[str]
@@ -123,9 +123,10 @@ class _Identified(abc.ABC):
         """The JSON object of the identity fields (every field of the record)."""
 
     @classmethod
-    @abc.abstractmethod
     def _fields_from_document(cls, doc: dict[str, JSON]) -> dict[str, Any]:
-        """The constructor keywords read back from a stored identity document."""
+        """The constructor keywords read back from a stored identity document; records
+        with enum fields override this to convert them."""
+        return dict(doc)
 
     @property
     def id(self) -> str:
@@ -205,10 +206,6 @@ class ApplicabilityDecision(_Identified):
             "problem_id": self.problem_id,
         }
 
-    @classmethod
-    def _fields_from_document(cls, doc: dict[str, JSON]) -> dict[str, Any]:
-        return dict(doc)
-
 
 @attrs.frozen(kw_only=True)
 class ResolvedRun(_Identified):
@@ -236,10 +233,6 @@ class ResolvedRun(_Identified):
             "logical_spec_id": self.logical_spec_id,
             "specification": self.specification,
         }
-
-    @classmethod
-    def _fields_from_document(cls, doc: dict[str, JSON]) -> dict[str, Any]:
-        return dict(doc)
 
 
 @attrs.frozen(kw_only=True)

@@ -63,12 +63,12 @@ def register_one_shot(
             raise RegistrationConflictError(
                 "a logical slot of this run is registered with another record"
             )
-    members = sql.execute(
-        connection,
-        "SELECT observation_slot_id FROM attempt_observation_slots WHERE attempt_slot_id = ?",
-        (attempt_slot.id,),
-    )
     if _exists(connection, "attempt_slots", attempt_slot.id):
+        members = sql.execute(
+            connection,
+            "SELECT observation_slot_id FROM attempt_observation_slots WHERE attempt_slot_id = ?",
+            (attempt_slot.id,),
+        )
         if {row[0] for row in members} != {observation_slot.id}:
             raise RegistrationConflictError(
                 "the attempt slot is registered with other observation slots"
