@@ -8,11 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runstore import RunStore, RunStoreError
+from runstore import FirstAttempt, Next, RunStore, RunStoreError
 from runstore import model as m
-from runstore.crashsim.writers import Diverged, ModelWriter, lockstep
-from runstore.model import scenarios as sc
-from runstore.records import FirstAttempt, Next
+from runstore.testing import fixtures as sc
+from runstore.testing.lockstep import Diverged, ModelWriter, lockstep
 
 FIXTURE = sc.slot_fixture()
 REGISTRATION = (FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, FIXTURE.observation_slots[0])

@@ -15,31 +15,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from runstore import errors
-from runstore.model import (
-    LEGAL_EDGES,
-    MODEL_REFUSAL_CODES,
-    ModelState,
-    Refusal,
-    advance,
-    begin_finalization,
-    begin_staging,
-    commit_finalization,
-    edges,
-    publish_staged_artifact,
-    recover,
-    recoverable,
-    register_observation,
-    register_one_shot,
-    register_slots,
-    renew,
-    reserve,
-    rules,
-)
-from runstore.model import scenarios as sc
-from runstore.model.scenarios import OTHER_OWNER, OWNER, SlotFixture, artifact, lease, observation
-from runstore.model.trace import Transcript
-from runstore.records import (
+from runstore import (
     Accepted,
     ApplicabilityDecision,
     ArtifactKind,
@@ -59,10 +35,36 @@ from runstore.records import (
     Superseded,
     TerminalAttempt,
     TerminalOutcome,
+    edges,
+    errors,
+    rules,
     run_attempt_id,
 )
+from runstore.edges import LEGAL_EDGES
+from runstore.model import (
+    MODEL_REFUSAL_CODES,
+    ModelState,
+    Refusal,
+    advance,
+    begin_finalization,
+    begin_staging,
+    commit_finalization,
+    publish_staged_artifact,
+    recover,
+    recoverable,
+    register_observation,
+    register_one_shot,
+    register_slots,
+    renew,
+    reserve,
+)
+from runstore.testing import fixtures, scenarios
+from runstore.testing.fixtures import OTHER_OWNER, OWNER, SlotFixture, artifact, lease, observation
+from runstore.testing.trace import Transcript
 
-MODEL_DIR = Path(__file__).resolve().parents[1] / "model"
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_DIR = ROOT / "model"
+SHARED_RULES = [ROOT / "impl" / name for name in ("rules.py", "shapes.py", "edges.py")]
 ATTEMPT_ARTIFACT = artifact(ArtifactKind.ATTEMPT, "attempt")
 
 
@@ -76,13 +78,13 @@ def world(
 ) -> tuple[Transcript, SlotFixture]:
     """A transcript with one registered slot."""
     t = Transcript()
-    fixture = sc.slot_fixture(kind, role, checkpoints)
-    sc.register(t, fixture)
+    fixture = fixtures.slot_fixture(kind, role, checkpoints)
+    scenarios.register(t, fixture)
     assert fixture.slot_id in t.state.attempt_slots
     return t, fixture
 
 
-owned = sc.owned
+owned = scenarios.owned
 
 
 def refused(result: object) -> str:
@@ -107,12 +109,12 @@ def reserved(
 ) -> OwnedAttempt:
     authorization = authorization or Next(retry=True)
     return owned(
-        sc.reserve_in(t, fixture, authorization, name, expires=expires, now=now, owner=owner)
+        scenarios.reserve_in(t, fixture, authorization, name, expires=expires, now=now, owner=owner)
     )
 
 
 def executing(t: Transcript, guard: OwnedAttempt, now: int = 1_100) -> OwnedAttempt:
-    return sc.run_to(t, guard, sc.EXECUTION_PATH, now)
+    return scenarios.run_to(t, guard, fixtures.EXECUTION_PATH, now)
 
 
 def claimed(
@@ -123,7 +125,7 @@ def claimed(
     expires: int = 10_000,
     now: int = 1_200,
 ) -> OwnedAttempt:
-    return sc.claimed(sc.finalize(t, guard, name, expires=expires, now=now))
+    return scenarios.claimed(scenarios.finalize(t, guard, name, expires=expires, now=now))
 
 
 def select(
@@ -136,7 +138,7 @@ def select(
     valid: bool = True,
 ) -> object:
     slot = fixture.observation_slots[0]
-    return sc.observe(t, guard, slot, label, now=now, completion=completion, valid=valid)
+    return scenarios.observe(t, guard, slot, label, now=now, completion=completion, valid=valid)
 
 
 def commit(
@@ -147,7 +149,7 @@ def commit(
     label: str = "attempt",
     references: tuple[tuple[str, str], ...] = (),
 ) -> object:
-    return sc.conclude(t, guard, outcome, label, now=now, references=references)
+    return scenarios.conclude(t, guard, outcome, label, now=now, references=references)
 
 
 def accepted_world() -> tuple[Transcript, SlotFixture, OwnedAttempt]:
@@ -180,7 +182,7 @@ def case(code: str) -> Callable[[RefusalCase], RefusalCase]:
 @case("out_of_range")
 def reserve_with_negative_clock() -> object:
     t, fixture = world()
-    return sc.reserve_in(t, fixture, FirstAttempt(), "r", expires=10, now=-1)
+    return scenarios.reserve_in(t, fixture, FirstAttempt(), "r", expires=10, now=-1)
 
 
 @case("out_of_range")
@@ -205,7 +207,7 @@ def recover_with_negative_clock() -> object:
 
 @case("invalid_record")
 def register_excluded_decision() -> object:
-    fixture = sc.slot_fixture()
+    fixture = fixtures.slot_fixture()
     excluded = ApplicabilityDecision(
         candidate_id="c", problem_id="p", applicable=False, evidence={}
     )
@@ -220,7 +222,7 @@ def register_excluded_decision() -> object:
 
 @case("invalid_record")
 def register_run_of_another_decision() -> object:
-    fixture = sc.slot_fixture()
+    fixture = fixtures.slot_fixture()
     other = ApplicabilityDecision(
         candidate_id="candidate-1", problem_id="p2", applicable=True, evidence={}
     )
@@ -235,7 +237,7 @@ def register_run_of_another_decision() -> object:
 
 @case("invalid_record")
 def register_one_shot_with_stream_slot() -> object:
-    fixture = sc.slot_fixture(ExecutionKind.STREAM)
+    fixture = fixtures.slot_fixture(ExecutionKind.STREAM)
     return Transcript().do(
         register_one_shot,
         candidate=fixture.candidate,
@@ -247,7 +249,7 @@ def register_one_shot_with_stream_slot() -> object:
 
 @case("invalid_record")
 def register_one_shot_without_result_slot() -> object:
-    fixture = sc.slot_fixture()
+    fixture = fixtures.slot_fixture()
     return Transcript().do(
         register_slots,
         candidate=fixture.candidate,
@@ -362,7 +364,7 @@ def register_artifact_with_other_manifest() -> object:
         select=False,
         now_ns=1_000,
     )
-    changed = attrs.evolve(first, manifest_sha256=sc.digest("other"))
+    changed = attrs.evolve(first, manifest_sha256=fixtures.digest("other"))
     return t.do(
         register_observation,
         guard=guard,
@@ -378,8 +380,8 @@ def register_observation_with_other_artifact() -> object:
     t, fixture = world()
     guard = reserved(t, fixture)
     member = fixture.observation_slots[0]
-    sc.observe(t, guard, member, "x", now=1_000, select=False)
-    return sc.observe(t, guard, member, "y", now=1_000, select=False)
+    scenarios.observe(t, guard, member, "x", now=1_000, select=False)
+    return scenarios.observe(t, guard, member, "y", now=1_000, select=False)
 
 
 @case("unknown_slot")
@@ -387,7 +389,7 @@ def reserve_unregistered_slot() -> object:
     t = Transcript()
     return t.do(
         reserve,
-        slot_id=sc.slot_fixture().slot_id,
+        slot_id=fixtures.slot_fixture().slot_id,
         authorization=FirstAttempt(),
         lease=lease("r", 10),
         now_ns=0,
@@ -406,35 +408,35 @@ def advance_unregistered_attempt() -> object:
 def observe_unregistered_slot() -> object:
     t, fixture = world()
     guard = reserved(t, fixture)
-    stranger = sc.slot_fixture(name="elsewhere").observation_slots[0]
-    return sc.observe(t, guard, stranger, "x", now=1_000, select=False)
+    stranger = fixtures.slot_fixture(name="elsewhere").observation_slots[0]
+    return scenarios.observe(t, guard, stranger, "x", now=1_000, select=False)
 
 
 @case("slot_satisfied")
 def reserve_satisfied_slot() -> object:
     t, fixture, _ = accepted_world()
-    return sc.reserve_in(t, fixture, Next(retry=True), "r9", expires=10_000, now=2_000)
+    return scenarios.reserve_in(t, fixture, Next(retry=True), "r9", expires=10_000, now=2_000)
 
 
 @case("retry_not_authorized")
 def first_attempt_twice() -> object:
     t, fixture = world()
     reserved(t, fixture)
-    return sc.reserve_in(t, fixture, FirstAttempt(), "r1", expires=10_000, now=1_000)
+    return scenarios.reserve_in(t, fixture, FirstAttempt(), "r1", expires=10_000, now=1_000)
 
 
 @case("retry_not_authorized")
 def next_without_retry_after_an_attempt() -> object:
     t, fixture = world()
     reserved(t, fixture)
-    return sc.reserve_in(t, fixture, Next(retry=False), "r1", expires=10_000, now=1_000)
+    return scenarios.reserve_in(t, fixture, Next(retry=False), "r1", expires=10_000, now=1_000)
 
 
 @case("retry_not_authorized")
 def retry_naming_a_later_index() -> object:
     t, fixture = world()
     reserved(t, fixture)
-    return sc.reserve_in(
+    return scenarios.reserve_in(
         t, fixture, Retry(next_index=2, max_index=3), "r1", expires=10_000, now=1_000
     )
 
@@ -444,7 +446,7 @@ def retry_past_its_bound() -> object:
     t, fixture = world()
     reserved(t, fixture)
     reserved(t, fixture, name="reservation-1")
-    return sc.reserve_in(
+    return scenarios.reserve_in(
         t, fixture, Retry(next_index=1, max_index=1), "r2", expires=10_000, now=1_000
     )
 
@@ -453,7 +455,9 @@ def retry_past_its_bound() -> object:
 def reserve_with_used_lease_id() -> object:
     t, fixture = world()
     reserved(t, fixture)
-    return sc.reserve_in(t, fixture, Next(retry=True), "reservation-0", expires=10_000, now=1_000)
+    return scenarios.reserve_in(
+        t, fixture, Next(retry=True), "reservation-0", expires=10_000, now=1_000
+    )
 
 
 @case("duplicate_lease")
@@ -712,7 +716,7 @@ def observe_for_another_attempt() -> object:
 @case("observation_slot_mismatch")
 def observe_slot_of_another_attempt_slot() -> object:
     t, fixture = world()
-    other = sc.slot_fixture(name="second")
+    other = fixtures.slot_fixture(name="second")
     t.do(
         register_slots,
         candidate=other.candidate,
@@ -721,13 +725,13 @@ def observe_slot_of_another_attempt_slot() -> object:
         observation_slots=other.observation_slots,
     )
     guard = reserved(t, fixture)
-    return sc.observe(t, guard, other.observation_slots[0], "x", now=1_000, select=False)
+    return scenarios.observe(t, guard, other.observation_slots[0], "x", now=1_000, select=False)
 
 
 @case("observation_slot_mismatch")
 def register_slot_owned_elsewhere() -> object:
-    fixture = sc.slot_fixture()
-    other = sc.slot_fixture(name="second")
+    fixture = fixtures.slot_fixture()
+    other = fixtures.slot_fixture(name="second")
     return Transcript().do(
         register_slots,
         candidate=fixture.candidate,
@@ -740,7 +744,7 @@ def register_slot_owned_elsewhere() -> object:
 @case("expiry_not_after_now")
 def reserve_expiring_now() -> object:
     t, fixture = world()
-    return sc.reserve_in(t, fixture, FirstAttempt(), "r", expires=1_000, now=1_000)
+    return scenarios.reserve_in(t, fixture, FirstAttempt(), "r", expires=1_000, now=1_000)
 
 
 @case("expiry_not_after_now")
@@ -799,9 +803,10 @@ def test_declared_codes_are_error_codes_and_cover_every_refusal_in_the_source() 
         if isinstance(cls, type) and issubclass(cls, errors.RunStoreError)
     }
     assert declared >= MODEL_REFUSAL_CODES
-    # Every error class a model module imports is one it can refuse with.
+    # Every error class a model module, or a shared rule it calls, imports is one it can
+    # refuse with.
     used = set()
-    for path in MODEL_DIR.glob("*.py"):
+    for path in [*MODEL_DIR.glob("*.py"), *SHARED_RULES]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "runstore.errors":
                 used.update(
@@ -810,16 +815,6 @@ def test_declared_codes_are_error_codes_and_cover_every_refusal_in_the_source() 
                     if alias.name != "RunStoreError"
                 )
     assert used == MODEL_REFUSAL_CODES
-    rule_codes = {
-        node.value
-        for node in ast.walk(ast.parse((MODEL_DIR / "rules.py").read_text(encoding="utf-8")))
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and node.value.endswith(
-            ("_expired", "_released", "_authorized", "_exceeded", "_now", "_shortens")
-        )
-    }
-    assert rule_codes <= MODEL_REFUSAL_CODES
 
 
 # --- edges -----------------------------------------------------------------------------
@@ -850,8 +845,8 @@ def test_legal_edges_are_the_contract_edges() -> None:
         *(("finalizing", end) for end in ("accepted", "censored", "superseded", "failed")),
     }
     assert expected == LEGAL_EDGES
-    assert {state.value for state in AttemptState} == set(edges.ALL_STATES)
-    assert set(edges.TERMINAL_STATES) == {"accepted", "censored", "superseded", "failed"}
+    assert set(AttemptState) == set(edges.ALL_STATES)
+    assert set(edges.TERMINAL_ORDER) == {"accepted", "censored", "superseded", "failed"}
 
 
 def test_advance_takes_every_execution_edge_and_nothing_else() -> None:
@@ -860,15 +855,19 @@ def test_advance_takes_every_execution_edge_and_nothing_else() -> None:
             legal = (source.value, target.value) in edges.EXECUTION_EDGES
             assert legal == (
                 (source.value, target.value) in LEGAL_EDGES
-                and target.value not in ("finalizing", *edges.TERMINAL_STATES)
+                and target.value not in ("finalizing", *edges.TERMINAL_ORDER)
             )
 
 
-def test_refusals_in_rules_are_errors_codes() -> None:
-    assert rules.lease_refusal(10, False, 10) == errors.LeaseExpiredError.code
-    assert rules.lease_refusal(10, True, 0) == errors.LeaseReleasedError.code
-    assert rules.renewal_refusal(5, 10, 1) == errors.RenewalShortensError.code
-    assert rules.retry_refusal(1, False, 0, 0) == errors.RetryBoundExceededError.code
+def test_refusals_in_rules_are_typed_errors() -> None:
+    assert type(rules.lease_refusal("a lease", 10, False, 10)) is errors.LeaseExpiredError
+    assert type(rules.lease_refusal("a lease", 10, True, 0)) is errors.LeaseReleasedError
+    assert rules.lease_refusal("a lease", 10, False, 9) is None
+    assert type(rules.renewal_refusal(5, 10, 1)) is errors.RenewalShortensError
+    assert type(rules.renewal_refusal(1, 10, 1)) is errors.ExpiryNotAfterNowError
+    assert rules.retry_refusal(1, False, 0, 0) is errors.RetryBoundExceededError
+    assert rules.retry_refusal(1, True, None, None) is errors.RetryNotAuthorizedError
+    assert type(rules.expiry_refusal(5, 5)) is errors.ExpiryNotAfterNowError
 
 
 # --- reservation and retry authorization -----------------------------------------------
@@ -1054,7 +1053,7 @@ def test_an_expired_claim_blocks_renewal_even_with_a_live_reservation() -> None:
 
 def test_superseded_contender_gets_no_lease_and_commits_superseded() -> None:
     t = Transcript()
-    sc.two_contenders_one_superseded(t)
+    scenarios.two_contenders_one_superseded(t)
     state = t.state
     finalizing = [event for event in state.events if event.kind == "attempt_finalizing"]
     assert [event.payload["claim"] for event in finalizing] == ["claimed", "superseded"]
@@ -1118,7 +1117,7 @@ def test_a_claim_holder_may_commit_superseded_and_failed_without_acceptance_chec
 
 def test_selection_is_preserved_on_retry() -> None:
     t = Transcript()
-    sc.failure_then_authorized_retry_accepted(t)
+    scenarios.failure_then_authorized_retry_accepted(t)
     state = t.state
     (selection,) = state.selections.values()
     selected = state.observations[selection.observation_id].observation
@@ -1143,7 +1142,7 @@ def test_reregistering_an_observation_is_a_no_op() -> None:
 
 def test_stream_accepts_with_retained_checkpoints() -> None:
     t = Transcript()
-    sc.stream_checkpoints_accepted(t)
+    scenarios.stream_checkpoints_accepted(t)
     state = t.state
     assert len(state.selections) == 2
     owners = {
@@ -1171,7 +1170,7 @@ def test_fresh_observation_slot_accepts_like_one_shot() -> None:
 
 def test_happy_path_commits_terminal_projection_and_releases_everything() -> None:
     t = Transcript()
-    sc.happy_path_accepted(t)
+    scenarios.happy_path_accepted(t)
     state = t.state
     (row,) = state.attempts.values()
     assert (row.state, row.revision, row.finished_at_ns) == (AttemptState.ACCEPTED, 8, 1_800)

@@ -9,8 +9,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from runstore.model.scenarios import SCENARIOS
-from runstore.model.trace import main, render_scenario
+from runstore.testing.scenarios import SCENARIOS
+from runstore.testing.trace import main, render_scenario
 
 TRACES = Path(__file__).resolve().parents[1] / "vectors" / "traces"
 REQUIRED = {

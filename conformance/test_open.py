@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import pytest
 import runstore
-from runstore import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION, RunStore, durable, store_files
+from runstore import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION, RunStore, durable, store_root
 from runstore import sql as store_sql
 from runstore.errors import (
     BusyError,
@@ -112,7 +112,7 @@ def test_close_is_idempotent_and_releases_the_database(root: Path) -> None:
     store.close()
     store.close()
     assert "closed" in repr(store)
-    assert not store_files.database_descriptors.holds(store._descriptor.key)
+    assert not store_root.database_descriptors.holds(store._descriptor.key)
 
 
 def test_two_paths_to_one_database_share_one_descriptor(root: Path, tmp_path: Path) -> None:
@@ -123,8 +123,8 @@ def test_two_paths_to_one_database_share_one_descriptor(root: Path, tmp_path: Pa
     alias.symlink_to(root.parent)
     with RunStore.open(root) as first, RunStore.open(alias / root.name) as second:
         assert first._descriptor == second._descriptor
-        assert store_files.database_descriptors.holds(first._descriptor.key)
-    assert not store_files.database_descriptors.holds(first._descriptor.key)
+        assert store_root.database_descriptors.holds(first._descriptor.key)
+    assert not store_root.database_descriptors.holds(first._descriptor.key)
 
 
 # --- connection settings ----------------------------------------------------------------
@@ -269,7 +269,7 @@ def test_concurrent_opens_from_processes_agree_on_one_schema(root: Path) -> None
 
 
 def test_a_held_init_lock_makes_open_busy(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_files, "INIT_LOCK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(store_root, "INIT_LOCK_TIMEOUT_S", 0.2)
     fd = os.open(root / ".run-store-init.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         assert durable.flock(fd, "test")
@@ -400,10 +400,10 @@ def _fail_at(operation: str, where: Callable[[str], bool], error: int) -> durabl
 @pytest.fixture
 def inject() -> Iterator[Callable[[durable.Observer], None]]:
     def install(observer: durable.Observer) -> None:
-        durable._install_observer(observer)
+        durable.install_observer(observer)
 
     yield install
-    durable._install_observer(None)
+    durable.install_observer(None)
 
 
 PROBE_FAULTS = {
@@ -466,11 +466,11 @@ def test_stale_probe_directories_are_cleared(root: Path) -> None:
 
 def test_every_statement_of_an_open_passes_the_sql_seam_in_pairs(root: Path) -> None:
     seen: list[tuple[str, str]] = []
-    previous = store_sql._install_observer(lambda phase, text: seen.append((phase, text)))
+    previous = store_sql.install_observer(lambda phase, text: seen.append((phase, text)))
     try:
         RunStore.open(root).close()
     finally:
-        store_sql._install_observer(previous)
+        store_sql.install_observer(previous)
     texts = [text for phase, text in seen if phase == "before"]
     unfinished = []
     position = 0

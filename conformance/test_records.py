@@ -10,16 +10,7 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from runstore.canonical import JSON, MAX_NS, MAX_SAFE_INTEGER, decode, encode
-from runstore.errors import (
-    IdentityMismatchError,
-    InvalidCanonicalJsonError,
-    InvalidRecordError,
-    OutOfRangeError,
-    RunStoreError,
-)
-from runstore.identity import identity_input, typed_identity
-from runstore.records import (
+from runstore import (
     TERMINAL_STATES,
     ApplicabilityDecision,
     ArtifactKind,
@@ -41,9 +32,18 @@ from runstore.records import (
     Retry,
     SlotRole,
     TerminalAttempt,
-    check_store_path,
     run_attempt_id,
 )
+from runstore.canonical import JSON, MAX_NS, MAX_SAFE_INTEGER, decode, encode
+from runstore.errors import (
+    IdentityMismatchError,
+    InvalidCanonicalJsonError,
+    InvalidRecordError,
+    OutOfRangeError,
+    RunStoreError,
+)
+from runstore.identity import identity_input, typed_identity
+from runstore.records import check_store_path
 
 # --- one fixed record of each type (the pinned identities below are computed from these) ---
 

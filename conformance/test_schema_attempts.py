@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from runstore.model import LEGAL_EDGES
+from runstore.edges import LEGAL_EDGES
 from schema_rows import (
     MAX_JSON_INT,
     PATH_TO,

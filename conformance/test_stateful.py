@@ -21,12 +21,8 @@ import pytest
 from hypothesis import Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from runstore import RunStore, RunStoreError, finalization, history, ownership, sql
-from runstore import model as m
-from runstore.crashsim.projection import model_projection, store_projection
-from runstore.crashsim.writers import ModelWriter, Writer, lockstep
-from runstore.model import scenarios as sc
-from runstore.records import (
+from runstore import (
+    TERMINAL_STATES,
     Accepted,
     ArtifactKind,
     ArtifactRegistration,
@@ -42,9 +38,21 @@ from runstore.records import (
     Observation,
     OwnedAttempt,
     Retry,
+    RunStore,
+    RunStoreError,
     SlotRole,
     Superseded,
+    attempts,
+    edges,
+    finalization,
+    payloads,
+    sql,
 )
+from runstore import model as m
+from runstore.guard import load_attempt
+from runstore.testing import fixtures as sc
+from runstore.testing.lockstep import ModelWriter, Writer, lockstep
+from runstore.testing.projection import model_projection, store_projection
 
 OWNERS = (sc.OWNER, sc.OTHER_OWNER)
 LEASE_IDS = tuple(f"lease-{n}" for n in range(10))
@@ -235,7 +243,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         if not self.guards:
             return
         guard, store, now = self._guard(data), self._store(data), self._now(data)
-        legal = [AttemptState(b) for a, b in m.EXECUTION_EDGES if a == guard.state.value]
+        legal = [AttemptState(b) for a, b in edges.EXECUTION_EDGES if a == guard.state.value]
         phase = data.draw(st.sampled_from([*legal, *legal, *legal, phase]), label="phase")
         self._keep(self._lockstep(store, lambda w: w.advance(guard, phase, now)))
 
@@ -326,25 +334,25 @@ class WriterMatchesModel(RuleBasedStateMachine):
         rogues = sorted(
             row.id
             for row in self.model.state.attempts.values()
-            if row.state.value not in m.edges.TERMINAL_STATES
+            if row.state.value not in TERMINAL_STATES
             and self.model.state.slot_satisfied(row.slot_id)
         )
         if not rogues:
             return
         event("rogue acceptance attempted")
         connection = self.stores[0]._require_connection()
-        record = ownership.load_attempt(connection, data.draw(st.sampled_from(rogues)))
+        record = load_attempt(connection, data.draw(st.sampled_from(rogues)))
         assert record is not None
         final = artifact(ArtifactKind.ATTEMPT, 9)
         with pytest.raises(sqlite3.IntegrityError), sql.immediate_transaction(connection):
             if record.state is not AttemptState.FINALIZING:
-                payload = history.finalizing_payload(record.state, record.revision + 1, None)
-                record, _ = history.transition(
+                payload = payloads.finalizing_payload(record.state, record.revision + 1, None)
+                record, _ = attempts.transition(
                     connection,
                     record,
                     record.updated_at_ns,
                     AttemptState.FINALIZING,
-                    history.ATTEMPT_FINALIZING,
+                    payloads.ATTEMPT_FINALIZING,
                     payload,
                 )
             finalization.finish(connection, record, record.updated_at_ns, Accepted(), final, [])

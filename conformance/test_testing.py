@@ -9,10 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import testing
-from runstore.model.registration import register_one_shot, register_slots
-from runstore.model.state import ModelState, Refusal
-from runstore.records import (
+from runstore import (
     ArtifactKind,
     ArtifactRegistration,
     Completion,
@@ -20,7 +17,10 @@ from runstore.records import (
     ObservationSlotKind,
     SlotRole,
     run_attempt_id,
+    testing,
 )
+from runstore.model.registration import register_one_shot, register_slots
+from runstore.model.state import ModelState, Refusal
 
 
 def assert_round_trips(record: Any) -> None:
@@ -149,10 +149,12 @@ def test_slots_own_what_their_kind_and_role_call_for(kind: ExecutionKind, role: 
 
 
 def test_testing_imports_only_value_modules() -> None:
-    """The model builds its scenario fixtures here, so this file must stay pure: from the
-    package it imports only records and canonical JSON (no store, SQL, files or events)."""
-    assert testing.__file__ is not None
-    tree = ast.parse(Path(testing.__file__).read_text(encoding="utf-8"))
+    """``import runstore.testing`` loads the factories, which must stay as pure as the
+    model: from the package they import only value modules (no store, SQL, files or
+    events). ``conformance/test_layers.py`` holds the whole package map; this pins the
+    factories' exact imports."""
+    assert testing.factories.__file__ is not None
+    tree = ast.parse(Path(testing.factories.__file__).read_text(encoding="utf-8"))
     imported = {
         name
         for node in ast.walk(tree)
@@ -164,11 +166,15 @@ def test_testing_imports_only_value_modules() -> None:
             else []
         )
     }
-    assert {name for name in imported if name.startswith("runstore")} == {
+    value_modules = {
         "runstore.canonical",
+        "runstore.enums",
+        "runstore.identity",
         "runstore.records",
+        "runstore.requests",
     }
-    assert imported - {"runstore.canonical", "runstore.records"} <= {
+    assert {name for name in imported if name.startswith("runstore")} == value_modules
+    assert imported - value_modules <= {
         "__future__",
         "attrs",
         "hashlib",

@@ -16,12 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from runstore import RunStore
-from runstore.canonical import decode, encode, ns_from_json, ns_to_json
-from runstore.errors import RunStoreError
-from runstore.history import CommittedEvent
-from runstore.identity import PREFIXES, identity_input, run_attempt_id
-from runstore.records import (
+from runstore import (
     Accepted,
     ApplicabilityDecision,
     ArtifactRegistration,
@@ -29,6 +24,7 @@ from runstore.records import (
     AttemptState,
     Censored,
     ClaimDisposition,
+    CommittedEvent,
     Failed,
     FirstAttempt,
     LeaseRequest,
@@ -39,10 +35,14 @@ from runstore.records import (
     ResolvedRun,
     Retry,
     RetryAuthorization,
+    RunStore,
     Superseded,
     TerminalAttempt,
     TerminalOutcome,
 )
+from runstore.canonical import decode, encode, ns_from_json, ns_to_json
+from runstore.errors import RunStoreError
+from runstore.identity import PREFIXES, identity_input, run_attempt_id
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "vectors"

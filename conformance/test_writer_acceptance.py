@@ -16,8 +16,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from runstore.model import scenarios as sc
-from runstore.records import (
+from runstore import (
     Accepted,
     ArtifactKind,
     AttemptState,
@@ -31,6 +30,7 @@ from runstore.records import (
     SlotRole,
     Superseded,
 )
+from runstore.testing import fixtures as sc
 from writer_world import World
 
 S = AttemptState

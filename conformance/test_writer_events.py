@@ -14,21 +14,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runstore import RunStore, sql
-from runstore.canonical import JSON
-from runstore.errors import DatabaseError
-from runstore.history import CommittedEvent
-from runstore.model import scenarios as sc
-from runstore.records import (
+from runstore import (
     Accepted,
     AttemptState,
     Censored,
+    CommittedEvent,
     Failed,
     FirstAttempt,
     Next,
     Retry,
+    RunStore,
     Superseded,
+    sql,
 )
+from runstore.canonical import JSON
+from runstore.errors import DatabaseError
+from runstore.testing import fixtures as sc
 from writer_world import World, read
 
 SLOT = "attempt-slot:v1:e03f68e943d9b0a003f4d4dacdd8bc41c65477982bb7a06e67a4eeeaa9b353dc"
@@ -240,12 +241,12 @@ def test_refused_and_rolled_back_calls_deliver_nothing(world: World) -> None:
             raise sqlite3.OperationalError("injected: COMMIT failed")
 
     before = world.projection()
-    previous = sql._install_observer(fail_commit)
+    previous = sql.install_observer(fail_commit)
     try:
         with pytest.raises(DatabaseError):
             world.store.advance(moved, AttemptState.STARTING, 1_300)
     finally:
-        sql._install_observer(previous)
+        sql.install_observer(previous)
     assert world.projection() == before
     assert len(world.delivered) == 2
     world.check()

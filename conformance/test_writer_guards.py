@@ -13,15 +13,8 @@ from pathlib import Path
 
 import attrs
 import pytest
-from runstore import RunStore, RunStoreError
-from runstore.model import scenarios as sc
-from runstore.records import (
-    Accepted,
-    AttemptState,
-    Failed,
-    Next,
-    OwnedAttempt,
-)
+from runstore import Accepted, AttemptState, Failed, Next, OwnedAttempt, RunStore, RunStoreError
+from runstore.testing import fixtures as sc
 from writer_world import EXPIRES, Workers, World
 
 S = AttemptState

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from runstore import canonical
-from runstore.model import scenarios as sc
-from runstore.records import (
+from runstore import (
     Accepted,
     ArtifactKind,
     AttemptState,
@@ -25,8 +23,10 @@ from runstore.records import (
     Next,
     Superseded,
     TerminalOutcome,
+    canonical,
 )
-from runstore.reservation import EXECUTION_EDGES
+from runstore.edges import EXECUTION_EDGES
+from runstore.testing import fixtures as sc
 from writer_world import EXPIRES, World
 
 S = AttemptState

@@ -14,16 +14,9 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from runstore.crashsim.writers import outcome
-from runstore.model import scenarios as sc
-from runstore.records import (
-    ClaimDisposition,
-    FirstAttempt,
-    Next,
-    OwnedAttempt,
-    Retry,
-    run_attempt_id,
-)
+from runstore import ClaimDisposition, FirstAttempt, Next, OwnedAttempt, Retry, run_attempt_id
+from runstore.testing import fixtures as sc
+from runstore.testing.lockstep import outcome
 from writer_world import EXPIRES, Workers, World
 
 ROUNDS = 5

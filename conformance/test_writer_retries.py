@@ -12,9 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runstore.errors import InvalidRecordError
-from runstore.model import scenarios as sc
-from runstore.records import (
+from runstore import (
     Accepted,
     AttemptState,
     FirstAttempt,
@@ -24,6 +22,8 @@ from runstore.records import (
     RetryAuthorization,
     run_attempt_id,
 )
+from runstore.errors import InvalidRecordError
+from runstore.testing import fixtures as sc
 from writer_world import EXPIRES, World
 
 

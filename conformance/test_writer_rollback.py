@@ -13,10 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from runstore import sql
-from runstore.errors import DatabaseError
-from runstore.model import scenarios as sc
-from runstore.records import (
+from runstore import (
     Accepted,
     ArtifactKind,
     AttemptState,
@@ -26,7 +23,10 @@ from runstore.records import (
     OwnedAttempt,
     Superseded,
     TerminalOutcome,
+    sql,
 )
+from runstore.errors import DatabaseError
+from runstore.testing import fixtures as sc
 from writer_world import EXPIRES, World
 
 S = AttemptState
@@ -65,12 +65,12 @@ def injected(world: World, observer: FailAfter, call: Callable[[], object]) -> N
     """``call`` fails with database_error through ``observer``; nothing is written and no
     event is delivered."""
     before, delivered = world.projection(), len(world.delivered)
-    previous = sql._install_observer(observer)
+    previous = sql.install_observer(observer)
     try:
         with pytest.raises(DatabaseError):
             call()
     finally:
-        sql._install_observer(previous)
+        sql.install_observer(previous)
     assert observer.fired
     assert observer.statements[0] == "BEGIN IMMEDIATE"
     assert observer.statements[-1] == "ROLLBACK"

@@ -28,17 +28,12 @@ from multiprocessing.queues import Queue
 from typing import Any, TypeVar
 
 import pytest
-from runstore import RunStore, RunStoreError, canonical, sql
-from runstore import model as m
-from runstore.crashsim.projection import Projection, model_projection, store_projection
-from runstore.crashsim.writers import ModelWriter, Writer, lockstep
-from runstore.history import CommittedEvent
-from runstore.model import scenarios as sc
-from runstore.records import (
+from runstore import (
     ArtifactKind,
     ArtifactRegistration,
     AttemptState,
     ClaimDisposition,
+    CommittedEvent,
     Completion,
     ExecutionKind,
     FirstAttempt,
@@ -47,10 +42,18 @@ from runstore.records import (
     ObservationSlot,
     OwnedAttempt,
     RetryAuthorization,
+    RunStore,
+    RunStoreError,
     SlotRole,
     TerminalAttempt,
     TerminalOutcome,
+    canonical,
+    sql,
 )
+from runstore import model as m
+from runstore.testing import fixtures as sc
+from runstore.testing.lockstep import ModelWriter, Writer, lockstep
+from runstore.testing.projection import Projection, model_projection, store_projection
 
 T = TypeVar("T")
 Row = tuple[Any, ...]

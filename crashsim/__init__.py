@@ -1,6 +1,9 @@
-"""runstore.crashsim: test-only tools that check the store's durable state against the
-model: the durable projection (here), and the crash simulator.
+"""runstore.crashsim: the crash simulator. It forks children that leave with ``os._exit``
+at every traced SQL statement and durability boundary, reopens each crashed copy, and
+compares what survived with the model (through :mod:`runstore.testing`'s projection and
+lockstep kit).
 
-Rules of this package: never imported by the runtime (``impl/``); it may import the
-store API, the model and the two seams' observer hooks.
+Rules of this package: test-only, never imported by the runtime or the model; it may import
+the store API, :mod:`runstore.testing`, the model, and the two seams' documented observer
+hooks (``runstore.sql.install_observer``, ``runstore.durable.install_observer``).
 """

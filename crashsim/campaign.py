@@ -26,7 +26,7 @@ from runstore.crashsim.harness import COMPLETED, ModelRun, prepare_fixture, run_
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.tracer import CRASH_EXIT, Entry, describe, read_trace
 from runstore.crashsim.verify import Acceptable, verify
-from runstore.model import ModelState
+from runstore.model.state import ModelState
 
 
 @attrs.frozen

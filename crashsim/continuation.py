@@ -16,21 +16,13 @@ from collections.abc import Callable
 
 from runstore import RunStore
 from runstore import model as m
-from runstore.crashsim.projection import model_projection, store_projection
 from runstore.crashsim.scenarios import FIXTURE, MEMBER
-from runstore.crashsim.writers import Diverged, ModelWriter, Outcome, Writer, lockstep, outcome
-from runstore.model import scenarios as fx
-from runstore.records import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    ClaimDisposition,
-    Failed,
-    LeaseRequest,
-    Next,
-    OwnedAttempt,
-    Superseded,
-)
+from runstore.enums import ArtifactKind, AttemptState
+from runstore.receipts import ClaimDisposition, OwnedAttempt
+from runstore.requests import Accepted, Failed, LeaseRequest, Next, Superseded
+from runstore.testing import fixtures as fx
+from runstore.testing.lockstep import Diverged, ModelWriter, Outcome, Writer, lockstep, outcome
+from runstore.testing.projection import model_projection, store_projection
 
 
 class _Lockstep:

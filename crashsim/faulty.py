@@ -18,19 +18,24 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from runstore import RunStore, canonical, history, sql
+import attrs
+from runstore import RunStore, canonical, payloads, sql
 from runstore.crashsim.scenarios import (
     FIXTURE,
     REGISTERED,
-    Context,
     Scenario,
     Step,
     advance,
     reserve,
 )
 from runstore.enums import AttemptState, LeasePurpose
-from runstore.model import scenarios as fx
-from runstore.records import FirstAttempt, OwnedAttempt, run_attempt_id
+from runstore.events import append_history
+from runstore.identity import run_attempt_id
+from runstore.leases import insert_lease
+from runstore.receipts import OwnedAttempt
+from runstore.requests import FirstAttempt
+from runstore.testing import fixtures as fx
+from runstore.testing.script import Context
 
 SPLIT: Final = "faulty_split_reserve"
 CHANGING: Final = "faulty_changing_path"
@@ -53,11 +58,11 @@ def _split_reserve(store: RunStore, context: Context) -> object:
             "updated_at_ns, record_json) VALUES (?, ?, 0, 'reserved', 0, ?, ?, ?)",
             (attempt_id, slot, now, now, record),
         )
-        payload = history.reserved_payload(slot, 0)
-        event = history.append_event(connection, history.ATTEMPT_RESERVED, attempt_id, now, payload)
-        history.append_transition(connection, attempt_id, 0, None, AttemptState.RESERVED, event)
+        payload = payloads.reserved_payload(slot, 0)
+        kind = payloads.ATTEMPT_RESERVED
+        append_history(connection, kind, attempt_id, 0, None, AttemptState.RESERVED, now, payload)
     with sql.immediate_transaction(connection):  # the fault: a second commit
-        history.insert_lease(
+        insert_lease(
             connection,
             lease_id=lease.lease_id,
             owner_token=lease.owner_token,
@@ -82,7 +87,7 @@ def _split_reserve(store: RunStore, context: Context) -> object:
 def split_reserve() -> Scenario:
     """The split-transaction scenario (its model step is an ordinary reserve)."""
     model_step = reserve(_A, FirstAttempt(), "reservation-a", 1_000)
-    step = Step("split reserve", model_step.action, _split_reserve)
+    step = Step(attrs.evolve(model_step.call, name="split reserve"), _split_reserve)
     return Scenario(name=SPLIT, setup=REGISTERED, steps=(step,))
 
 
@@ -97,11 +102,11 @@ def changing_path(marker: str) -> Scenario:
         else:
             with open(marker, "w", encoding="utf-8"):
                 pass
-        return plain.action(store, context)
+        return plain.on_store(store, context)
 
     steps = (
         advance(_A, AttemptState.MATERIALIZING, 1_100),
-        Step("branching advance", plain.action, branching),
+        Step(attrs.evolve(plain.call, name="branching advance"), branching),
         advance(_A, AttemptState.PREPARING, 1_300),
     )
     setup = (*REGISTERED, reserve(_A, FirstAttempt(), "reservation-a", 1_000))

@@ -14,10 +14,11 @@ import os
 from collections.abc import Sequence
 
 from runstore import RunStore
-from runstore.crashsim.scenarios import Context, Scenario, Step
+from runstore.crashsim.scenarios import Scenario, Step
 from runstore.crashsim.tracer import Tracer
-from runstore.crashsim.writers import ModelWriter
-from runstore.model import ModelState
+from runstore.model.state import ModelState
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.script import Context
 
 COMPLETED = 0
 FAILED = 3

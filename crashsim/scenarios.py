@@ -3,10 +3,10 @@
 Rules of this file: values and deterministic functions only. A :class:`Scenario` is a
 fixture recipe (``setup`` steps run once on a fresh store, which is then closed) plus the
 ``steps`` whose every boundary is a crash point; the harness opens the store before them
-(the step "open") and closes it after. A :class:`Step` is written once against the
-:class:`~runstore.crashsim.writers.Writer` interface, so the same step runs on the store
-and on the model; ``store_action`` exists only for the deliberately faulty scenarios of
-:mod:`runstore.crashsim.faulty`. Guards flow between steps through a context dict.
+(the step "open") and closes it after. Each :class:`Step` is a
+:class:`~runstore.testing.script.Call`, written once as data so the same step runs on the
+store and on the model; ``store_action`` exists only for the deliberately faulty scenarios
+of :mod:`runstore.crashsim.faulty`. Guards flow between steps through a context dict.
 """
 
 from __future__ import annotations
@@ -16,38 +16,45 @@ from typing import Final
 
 import attrs
 from runstore import RunStore
-from runstore.crashsim.writers import Writer
-from runstore.model import scenarios as fx
-from runstore.records import (
+from runstore.enums import ArtifactKind, AttemptState
+from runstore.requests import (
     Accepted,
-    ArtifactKind,
-    AttemptState,
     Censored,
     Failed,
     FirstAttempt,
     Next,
-    OwnedAttempt,
     RetryAuthorization,
     Superseded,
     TerminalOutcome,
 )
+from runstore.testing import factories, script
+from runstore.testing import fixtures as fx
+from runstore.testing.lockstep import Writer
+from runstore.testing.script import Call, Context
 
-Context = dict[str, OwnedAttempt]
-Action = Callable[[Writer, Context], object]
 StoreAction = Callable[[RunStore, Context], object]
 
 FIXTURE: Final = fx.slot_fixture(name="main")
 """The one-shot slot every writer scenario registers."""
 MEMBER: Final = FIXTURE.observation_slots[0]
+EXPIRES: Final = 10_000
+"""The expiry of every lease the scenarios request."""
 
 
 @attrs.frozen
 class Step:
     """One writer operation of a scenario."""
 
-    name: str
-    action: Action
+    call: Call
     store_action: StoreAction | None = None
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+    def action(self, writer: Writer, context: Context) -> object:
+        """Run the step through ``writer`` (the model, or a store)."""
+        return self.call.apply(writer, context)
 
     def on_store(self, store: RunStore, context: Context) -> object:
         """Run the step on an open store."""
@@ -67,41 +74,28 @@ class Scenario:
     """False for the initialization campaign, whose fixture is an empty root."""
 
 
-# --- step builders ------------------------------------------------------------------------
+# --- step builders over the one fixture slot ----------------------------------------------
+
+A = "attempt-a"
+B = "attempt-b"
+RETRY = {A: 0, B: 1}
+"""The retry index each handle's attempt has (A reserves first, B second)."""
+OWNERS = {A: fx.OWNER, B: fx.OTHER_OWNER}
 
 
 def register() -> Step:
-    def action(writer: Writer, context: Context) -> object:
-        return writer.register_one_shot(
-            FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, MEMBER
-        )
-
-    return Step("register_one_shot", action)
+    return Step(
+        script.register_one_shot(FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, MEMBER)
+    )
 
 
-def reserve(
-    name: str,
-    authorization: RetryAuthorization,
-    lease_id: str,
-    now: int,
-    owner: str = fx.OWNER,
-) -> Step:
-    def action(writer: Writer, context: Context) -> object:
-        lease = fx.lease(lease_id, 10_000, owner)
-        guard = writer.reserve(FIXTURE.slot_id, authorization, lease, now)
-        context[name] = guard
-        return guard
-
-    return Step(f"reserve {name}", action)
+def reserve(name: str, authorization: RetryAuthorization, lease_id: str, now: int) -> Step:
+    lease = fx.lease(lease_id, EXPIRES, OWNERS[name])
+    return Step(script.reserve(name, FIXTURE.slot_id, authorization, lease, now))
 
 
 def advance(name: str, phase: AttemptState, now: int) -> Step:
-    def action(writer: Writer, context: Context) -> object:
-        guard = writer.advance(context[name], phase, now)
-        context[name] = guard
-        return guard
-
-    return Step(f"advance {name} to {phase.value}", action)
+    return Step(script.advance(name, phase, now))
 
 
 def path(name: str, phases: Sequence[AttemptState], now: int) -> tuple[Step, ...]:
@@ -109,37 +103,20 @@ def path(name: str, phases: Sequence[AttemptState], now: int) -> tuple[Step, ...
 
 
 def renew(name: str, expires: int, now: int) -> Step:
-    def action(writer: Writer, context: Context) -> object:
-        return writer.renew(context[name], expires, now)
-
-    return Step(f"renew {name}", action)
+    return Step(script.renew(name, expires, now))
 
 
 def finalize(name: str, lease_id: str, now: int) -> Step:
-    def action(writer: Writer, context: Context) -> object:
-        guard = context[name]
-        disposition = writer.begin_finalization(
-            guard, fx.lease(lease_id, 10_000, guard.owner_token), now
-        )
-        context[name] = disposition.attempt
-        return disposition
-
-    return Step(f"begin_finalization {name}", action)
+    lease = fx.lease(lease_id, EXPIRES, OWNERS[name])
+    return Step(script.begin_finalization(name, lease, now))
 
 
 def observe(name: str, label: str, select: bool, now: int) -> Step:
-    def action(writer: Writer, context: Context) -> object:
-        guard = context[name]
-        return writer.register_observation(
-            guard,
-            fx.observation(MEMBER, guard),
-            fx.artifact(ArtifactKind.OBSERVATION, label),
-            select,
-            now,
-        )
-
-    selected = "selected" if select else "unselected"
-    return Step(f"register_observation {name} {selected}", action)
+    observation = factories.observation(
+        MEMBER, FIXTURE.attempt_id(RETRY[name]), result={"score": 1}
+    )
+    artifact = fx.artifact(ArtifactKind.OBSERVATION, label)
+    return Step(script.register_observation(name, observation, artifact, select, now))
 
 
 def conclude(
@@ -149,17 +126,12 @@ def conclude(
     now: int,
     references: tuple[tuple[str, str], ...] = (),
 ) -> Step:
-    def action(writer: Writer, context: Context) -> object:
-        artifact = fx.artifact(ArtifactKind.ATTEMPT, label)
-        return writer.commit_finalization(context[name], outcome, artifact, references, now)
-
-    return Step(f"commit_finalization {name} {outcome.state.value}", action)
+    artifact = fx.artifact(ArtifactKind.ATTEMPT, label)
+    return Step(script.commit_finalization(name, outcome, artifact, references, now))
 
 
 # --- the catalog --------------------------------------------------------------------------
 
-A = "attempt-a"
-B = "attempt-b"
 EXECUTING = fx.EXECUTION_PATH
 OBSERVATION_ID = fx.artifact(ArtifactKind.OBSERVATION, "result-a").id
 
@@ -171,7 +143,7 @@ OBSERVED = (*CLAIMED, observe(A, "result-a", True, 1_300))
 # B (another owner, an explicitly authorized retry) claims first; A arrives second.
 CONTENDED = (
     *RESERVED,
-    reserve(B, Next(retry=True), "reservation-b", 1_010, owner=fx.OTHER_OWNER),
+    reserve(B, Next(retry=True), "reservation-b", 1_010),
     *path(B, EXECUTING, 1_050),
     finalize(B, "claim-b", 1_090),
     *path(A, EXECUTING, 1_100),

@@ -1,7 +1,7 @@
 """The boundary tracer: numbers every durability and SQL boundary of one process, in order.
 
-Rules of this file: test-only. It hooks the store only through the two seams' private
-``_install_observer`` functions (``runstore.durable`` and ``runstore.sql``) and adds nothing
+Rules of this file: test-only. It hooks the store only through the two seams' documented test
+hooks (``install_observer`` of ``runstore.durable`` and ``runstore.sql``) and adds nothing
 to the runtime. A trace is a list of entries, written as JSON lines to a file descriptor
 as they happen (one ``os.write`` each, so a child that leaves with ``os._exit`` loses
 nothing):
@@ -55,14 +55,14 @@ class Tracer:
 
     def __enter__(self) -> Tracer:
         self._previous = (
-            durable._install_observer(self._on_fs),
-            sql._install_observer(self._on_sql),
+            durable.install_observer(self._on_fs),
+            sql.install_observer(self._on_sql),
         )
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        durable._install_observer(self._previous[0])
-        sql._install_observer(self._previous[1])
+        durable.install_observer(self._previous[0])
+        sql.install_observer(self._previous[1])
 
     def mark(self, entry: Entry) -> None:
         """Write a harness mark (or any non-boundary entry)."""

@@ -16,10 +16,10 @@ import attrs
 from runstore import RunStore
 from runstore import model as m
 from runstore.crashsim.continuation import continue_as_user
-from runstore.crashsim.projection import Projection, model_projection, store_projection
-from runstore.crashsim.writers import Diverged
 from runstore.errors import RunStoreError
 from runstore.probes import PROBE_PREFIX
+from runstore.testing.lockstep import Diverged
+from runstore.testing.projection import Projection, model_projection, store_projection
 
 Acceptable = Sequence[tuple[str, m.ModelState]]
 """``(label, state)`` pairs: the model states the store may be in ("before", "after")."""

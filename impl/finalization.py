@@ -1,10 +1,12 @@
-"""Finalization: begin_finalization (the success claim), register_observation (with
-optional selection), commit_finalization (the terminal outcome) and acceptance.
+"""Finalization: begin_finalization (the slot's success claim), commit_finalization (the
+terminal outcome), the acceptance rules, and the terminal commit shared with recovery.
 
-Rules of this file: runs inside the caller's write transaction and never commits. The
-checks and their order are the model's (``runstore.model.finalization``). The writer
-validates metadata and relationships only: its trusted caller has already verified,
-synced and published every artifact directory it registers.
+Rules of this file: runs inside the caller's write transaction and never commits. The leaf
+rules (edges, payloads, reference shapes) are the value layer's; the check sequence and its
+SQL mirror :mod:`runstore.model.finalization` check for check, written twice on purpose
+(the lockstep tests hold the two together). The writer validates metadata and
+relationships only: its trusted caller has already verified, synced and published every
+artifact directory it registers.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from runstore import canonical, history, sql
+from runstore import edges, payloads, rules, sql
+from runstore.artifacts import artifact_conflicts, artifact_exists, insert_artifact
+from runstore.attempts import slot_satisfied, transition
 from runstore.enums import (
     ArtifactKind,
     AttemptState,
@@ -25,39 +29,23 @@ from runstore.errors import (
     AcceptanceUnsatisfiedError,
     ClaimRequiredError,
     DuplicateLeaseError,
-    ExpiryNotAfterNowError,
     IllegalTransitionError,
     InvalidRecordError,
-    ObservationSlotMismatchError,
     OwnerMismatchError,
     RegistrationConflictError,
-    RunStoreError,
     UnknownArtifactError,
-    UnknownSlotError,
 )
-from runstore.guards import (
-    Accepted,
-    Censored,
-    ClaimDisposition,
-    Failed,
-    LeaseRequest,
-    OwnedAttempt,
-    TerminalAttempt,
-    TerminalOutcome,
-)
-from runstore.ownership import AttemptRecord, check_guard
-from runstore.records import ArtifactRegistration, Observation
-from runstore.reservation import EXECUTION_EDGES, next_guard, slot_satisfied
-
-FINAL_ROLE = "final"
-CLAIMED = "claimed"
-SUPERSEDED = "superseded"
-_FINALIZABLE = frozenset(source for source, _ in EXECUTION_EDGES)
+from runstore.guard import AttemptRecord, check_guard, owned_attempt
+from runstore.leases import insert_lease, lease_exists, release_attempt_leases
+from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
+from runstore.records import ArtifactRegistration
+from runstore.requests import Accepted, Censored, Failed, LeaseRequest, TerminalOutcome
+from runstore.shapes import references_refusal
 
 
 def begin_finalization(
     connection: sqlite3.Connection, guard: OwnedAttempt, lease: LeaseRequest, now_ns: int
-) -> tuple[ClaimDisposition, history.CommittedEvent]:
+) -> tuple[ClaimDisposition, CommittedEvent]:
     """Enter finalizing and decide the slot's success claim in the same transaction.
 
     Check order: the guarded sequence, illegal_transition (already finalizing), then the
@@ -68,32 +56,32 @@ def begin_finalization(
     """
     checked = check_guard(connection, guard, now_ns)
     before = checked.attempt
-    if before.state not in _FINALIZABLE:
+    if not edges.can_finalize(before.state):
         raise IllegalTransitionError(f"attempt is already {before.state.value}")
     if lease.owner_token != guard.owner_token:
         raise OwnerMismatchError("the finalization lease needs the same owner")
-    if history.lease_exists(connection, lease.lease_id):
+    if lease_exists(connection, lease.lease_id):
         raise DuplicateLeaseError(f"lease {lease.lease_id} already exists")
-    if lease.expires_at_ns <= checked.now_ns:
-        raise ExpiryNotAfterNowError("the lease must expire after now")
+    refusal = rules.expiry_refusal(lease.expires_at_ns, checked.now_ns)
+    if refusal is not None:
+        raise refusal
     held = sql.execute(
         connection, "SELECT 1 FROM finalization_claims WHERE slot_id = ?", (before.slot_id,)
     )
     claimed = not held and not slot_satisfied(connection, before.slot_id)
-    payload = history.finalizing_payload(
-        before.state, before.revision + 1, CLAIMED if claimed else SUPERSEDED
-    )
-    after, event = history.transition(
+    decision = payloads.CLAIMED if claimed else payloads.SUPERSEDED
+    payload = payloads.finalizing_payload(before.state, before.revision + 1, decision)
+    after, event = transition(
         connection,
         before,
         checked.now_ns,
         AttemptState.FINALIZING,
-        history.ATTEMPT_FINALIZING,
+        payloads.ATTEMPT_FINALIZING,
         payload,
     )
     if not claimed:
-        return ClaimDisposition(attempt=next_guard(guard, after, None), claimed=False), event
-    history.insert_lease(
+        return ClaimDisposition(attempt=owned_attempt(guard, after, None), claimed=False), event
+    insert_lease(
         connection,
         lease_id=lease.lease_id,
         owner_token=lease.owner_token,
@@ -108,76 +96,10 @@ def begin_finalization(
         "lease_purpose) VALUES (?, ?, ?, ?, 'finalization')",
         (after.slot_id, after.id, lease.lease_id, checked.now_ns),
     )
-    return ClaimDisposition(attempt=next_guard(guard, after, lease.lease_id), claimed=True), event
-
-
-def register_observation(
-    connection: sqlite3.Connection,
-    guard: OwnedAttempt,
-    observation: Observation,
-    artifact: ArtifactRegistration,
-    select: bool,
-    now_ns: int,
-) -> OwnedAttempt:
-    """Register a published observation of this attempt, optionally selecting it.
-
-    Check order: out_of_range, invalid_record (artifact not of kind observation), the
-    guarded sequence, unknown_slot (observation slot), observation_slot_mismatch,
-    registration_conflict (artifact digests; observation registered with another
-    artifact), then for ``select``: claim_required, invalid_record (not valid). An
-    existing selection is preserved. No event, no transition.
-    """
-    shape = None
-    if artifact.kind is not ArtifactKind.OBSERVATION:
-        shape = InvalidRecordError("an observation artifact must be of kind observation")
-    checked = check_guard(connection, guard, now_ns, shape=shape)
-    slot = sql.execute(
-        connection,
-        "SELECT attempt_slot_id FROM attempt_observation_slots WHERE observation_slot_id = ?",
-        (observation.slot_id,),
+    disposition = ClaimDisposition(
+        attempt=owned_attempt(guard, after, lease.lease_id), claimed=True
     )
-    if not slot:
-        raise UnknownSlotError(f"observation slot {observation.slot_id} is unknown")
-    if observation.attempt_id != guard.attempt_id or slot[0][0] != guard.slot_id:
-        raise ObservationSlotMismatchError("the observation is not this attempt's, for its slots")
-    if history.artifact_conflicts(connection, artifact):
-        raise RegistrationConflictError(f"artifact {artifact.id} is registered with other digests")
-    existing = sql.execute(
-        connection, "SELECT artifact_id FROM observations WHERE id = ?", (observation.id,)
-    )
-    if existing and existing[0][0] != artifact.id:
-        raise RegistrationConflictError("the observation is registered with another artifact")
-    if select and checked.claim_lease is None:
-        raise ClaimRequiredError("selecting needs the slot's finalization claim")
-    if select and not observation.valid:
-        raise InvalidRecordError("an invalid observation cannot be selected")
-    history.insert_artifact(connection, artifact)
-    if not existing:
-        sql.execute(
-            connection,
-            "INSERT INTO observations (id, slot_id, attempt_id, attempt_slot_id, valid, "
-            "completion, artifact_id, artifact_kind, registered_at_ns, record_json) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, 'observation', ?, ?)",
-            (
-                observation.id,
-                observation.slot_id,
-                observation.attempt_id,
-                guard.slot_id,
-                int(observation.valid),
-                observation.completion.value,
-                artifact.id,
-                checked.now_ns,
-                canonical.encode(observation.to_json()).decode("utf-8"),
-            ),
-        )
-    if select:
-        sql.execute(
-            connection,
-            "INSERT INTO selected_observations (slot_id, observation_id, valid, selected_at_ns) "
-            "VALUES (?, ?, 1, ?) ON CONFLICT (slot_id) DO NOTHING",
-            (observation.slot_id, observation.id, checked.now_ns),
-        )
-    return guard
+    return disposition, event
 
 
 def acceptance_refusal(connection: sqlite3.Connection, attempt: AttemptRecord) -> str | None:
@@ -212,14 +134,6 @@ def acceptance_refusal(connection: sqlite3.Connection, attempt: AttemptRecord) -
     return None
 
 
-def references_refusal(references: Sequence[tuple[str, str]]) -> RunStoreError | None:
-    if any(not role or role == FINAL_ROLE for role, _ in references):
-        return InvalidRecordError("reference roles must be nonempty and not 'final'")
-    if len(set(references)) != len(references):
-        return InvalidRecordError("a reference repeats an artifact within a role")
-    return None
-
-
 def commit_finalization(
     connection: sqlite3.Connection,
     guard: OwnedAttempt,
@@ -227,7 +141,7 @@ def commit_finalization(
     artifact: ArtifactRegistration,
     references: Sequence[tuple[str, str]],
     now_ns: int,
-) -> tuple[TerminalAttempt, history.CommittedEvent]:
+) -> tuple[TerminalAttempt, CommittedEvent]:
     """Commit the terminal outcome with its published attempt artifact.
 
     Check order: out_of_range, invalid_record (artifact not of kind attempt; bad
@@ -248,10 +162,10 @@ def commit_finalization(
         unsatisfied = acceptance_refusal(connection, attempt)
         if unsatisfied is not None:
             raise AcceptanceUnsatisfiedError(unsatisfied)
-    if history.artifact_conflicts(connection, artifact):
+    if artifact_conflicts(connection, artifact):
         raise RegistrationConflictError(f"artifact {artifact.id} is registered with other digests")
     for role, artifact_id in references:
-        if artifact_id != artifact.id and not history.artifact_exists(connection, artifact_id):
+        if artifact_id != artifact.id and not artifact_exists(connection, artifact_id):
             raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
     return finish(connection, attempt, checked.now_ns, outcome, artifact, references)
 
@@ -263,32 +177,32 @@ def finish(
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
     references: Sequence[tuple[str, str]],
-) -> tuple[TerminalAttempt, history.CommittedEvent]:
+) -> tuple[TerminalAttempt, CommittedEvent]:
     """The terminal commit (shared with recovery), after every check has passed (including
-    :func:`history.artifact_conflicts` for ``artifact``): register the final artifact and
+    :func:`runstore.artifacts.artifact_conflicts` for ``artifact``): register the final artifact and
     references, append the terminal transition and event, delete the
     attempt's claim, and release every lease of the attempt."""
-    history.insert_artifact(connection, artifact)
+    insert_artifact(connection, artifact)
     for role, artifact_id in references:
         sql.execute(
             connection,
             "INSERT INTO attempt_artifacts (attempt_id, role, artifact_id) VALUES (?, ?, ?)",
             (attempt.id, role, artifact_id),
         )
-    payload = history.finished_payload(outcome, attempt.revision + 1)
-    after, event = history.transition(
+    payload = payloads.finished_payload(outcome, attempt.revision + 1)
+    after, event = transition(
         connection,
         attempt,
         now_ns,
         outcome.state,
-        history.ATTEMPT_FINISHED,
+        payloads.ATTEMPT_FINISHED,
         payload,
         final_artifact_id=artifact.id,
         failure_code=outcome.code if isinstance(outcome, Failed) else None,
         censor_reason=outcome.reason if isinstance(outcome, Censored) else None,
     )
     sql.execute(connection, "DELETE FROM finalization_claims WHERE attempt_id = ?", (attempt.id,))
-    history.release_attempt_leases(connection, attempt.id, now_ns)
+    release_attempt_leases(connection, attempt.id, now_ns)
     receipt = TerminalAttempt(
         attempt_id=after.id,
         slot_id=after.slot_id,

@@ -1,10 +1,6 @@
 """Domain records: the identified, immutable facts the store registers.
 
-This module is the import point for the whole value vocabulary: it re-exports the enumerations
-(:mod:`runstore.enums`), the requests, outcomes, guards and receipts (:mod:`runstore.guards`)
-and :func:`run_attempt_id` (:mod:`runstore.identity`).
-
-Rules of this file: values only (no I/O, no SQLite, no clock). Every class validates at
+Rules of this file: value layer; values only (no I/O, no SQLite, no clock). Every class validates at
 construction, so code that holds one can trust it; a refusal is a typed
 :class:`~runstore.errors.RunStoreError` (``invalid_record``, ``out_of_range``,
 ``invalid_canonical_json``, ``identity_mismatch``). Field names and JSON documents are
@@ -31,31 +27,13 @@ import attrs
 from attrs import AttrsInstance
 from runstore.canonical import JSON, decode_object, encode, ns_from_json
 from runstore.enums import (
-    TERMINAL_STATES,
     ArtifactKind,
-    AttemptState,
     Completion,
     ExecutionKind,
-    LeasePurpose,
     ObservationSlotKind,
     SlotRole,
 )
 from runstore.errors import IdentityMismatchError, InvalidRecordError
-from runstore.guards import (
-    Accepted,
-    Censored,
-    ClaimDisposition,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
-    OwnedAttempt,
-    Retry,
-    RetryAuthorization,
-    Superseded,
-    TerminalAttempt,
-    TerminalOutcome,
-)
 from runstore.identity import (
     ATTEMPT,
     ATTEMPT_SLOT,
@@ -64,7 +42,6 @@ from runstore.identity import (
     OBSERVATION_SLOT,
     RUN,
     check_index,
-    run_attempt_id,
     typed_identity,
 )
 from runstore.validation import (
@@ -79,35 +56,12 @@ from runstore.validation import (
 )
 
 __all__ = [
-    "TERMINAL_STATES",
-    "Accepted",
     "ApplicabilityDecision",
-    "ArtifactKind",
     "ArtifactRegistration",
     "AttemptSlot",
-    "AttemptState",
-    "Censored",
-    "ClaimDisposition",
-    "Completion",
-    "ExecutionKind",
-    "Failed",
-    "FirstAttempt",
-    "LeasePurpose",
-    "LeaseRequest",
-    "Next",
     "Observation",
     "ObservationSlot",
-    "ObservationSlotKind",
-    "OwnedAttempt",
     "ResolvedRun",
-    "Retry",
-    "RetryAuthorization",
-    "SlotRole",
-    "Superseded",
-    "TerminalAttempt",
-    "TerminalOutcome",
-    "check_store_path",
-    "run_attempt_id",
 ]
 
 
@@ -363,6 +317,11 @@ class ArtifactRegistration:
     @property
     def id(self) -> str:
         return f"run-store-v1:{self.kind.value}-{self.content_sha256}"
+
+    def indexed_columns(self) -> tuple[str, str, str, str]:
+        """``(kind, path, content_sha256, manifest_sha256)``: what registering the same id
+        again must match exactly (``verified_at_ns`` may differ; the first one stays)."""
+        return (self.kind.value, self.path, self.content_sha256, self.manifest_sha256)
 
     def to_json(self) -> dict[str, JSON]:
         """Document form; ``verified_at_ns`` is a decimal string (it may exceed 2**53-1)."""

@@ -1,7 +1,9 @@
-"""Registering resolved one-shot records: decision, run, attempt slot, observation slot.
+"""Registering resolved records: a decision, its run, one attempt slot of any kind and the
+observation slots it owns (``register_slots``), and the one-shot form the CLI uses.
 
 Rules of this file: runs inside the caller's write transaction and never commits. The
-checks and their order are the model's (``runstore.model.registration``). Registering
+argument checks are :mod:`runstore.shapes` (shared with the model); the conflict checks and
+the INSERTs mirror :func:`runstore.model.registration.register_slots`. Registering
 identical records again is a no-op; records are immutable once registered (the schema's
 triggers refuse updates), and identities are recomputed from the records themselves.
 """
@@ -9,15 +11,12 @@ triggers refuse updates), and identities are recomputed from the records themsel
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from runstore import canonical, sql
-from runstore.enums import ExecutionKind, ObservationSlotKind, SlotRole
-from runstore.errors import (
-    InvalidRecordError,
-    ObservationSlotMismatchError,
-    RegistrationConflictError,
-)
+from runstore.errors import RegistrationConflictError
 from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
+from runstore.shapes import one_shot_refusal, registration_refusal
 
 
 def register_one_shot(
@@ -27,34 +26,35 @@ def register_one_shot(
     attempt_slot: AttemptSlot,
     observation_slot: ObservationSlot,
 ) -> str:
-    """Register a one-shot measurement slot with its single result slot; returns the
-    attempt slot's id.
+    """:func:`register_slots` for a one-shot measurement with its single result slot;
+    first refuses any other attempt slot with ``invalid_record``."""
+    refusal = one_shot_refusal(attempt_slot)
+    if refusal is not None:
+        raise refusal
+    return register_slots(connection, candidate, run, attempt_slot, (observation_slot,))
 
-    Check order: invalid_record (not a one-shot measurement; an excluded decision; a run
-    that does not resolve this decision and candidate; an attempt slot of another run),
-    observation_slot_mismatch (the observation slot is not of this run or not owned by
-    this attempt slot), invalid_record (not a result slot), registration_conflict (another
-    record holds one of the ``(run_id, logical_slot)`` keys, or the attempt slot is
-    registered with other observation slots).
+
+def register_slots(
+    connection: sqlite3.Connection,
+    candidate: ApplicabilityDecision,
+    run: ResolvedRun,
+    attempt_slot: AttemptSlot,
+    observation_slots: Sequence[ObservationSlot],
+) -> str:
+    """Register a decision, its run, one attempt slot and every observation slot it owns,
+    with their memberships; returns the attempt slot's id.
+
+    Check order: :func:`runstore.shapes.registration_refusal` (``invalid_record``,
+    ``observation_slot_mismatch``, then the membership shape), then
+    ``registration_conflict`` (another record holds one of the ``(run_id, logical_slot)``
+    keys, or the attempt slot is registered with another set of observation slots).
     """
-    if (attempt_slot.execution_kind, attempt_slot.role) != (
-        ExecutionKind.ONE_SHOT,
-        SlotRole.MEASUREMENT,
-    ):
-        raise InvalidRecordError("register_one_shot needs a one-shot measurement")
-    if not candidate.applicable:
-        raise InvalidRecordError("an excluded decision cannot be resolved")
-    if (run.decision_id, run.candidate_id) != (candidate.id, candidate.candidate_id):
-        raise InvalidRecordError("the run does not resolve this decision")
-    if attempt_slot.run_id != run.id:
-        raise InvalidRecordError("the attempt slot belongs to another run")
-    if (observation_slot.run_id, observation_slot.attempt_slot_id) != (run.id, attempt_slot.id):
-        raise ObservationSlotMismatchError(
-            f"observation slot {observation_slot.logical_slot} is not owned by this attempt slot"
-        )
-    if observation_slot.kind is not ObservationSlotKind.RESULT:
-        raise InvalidRecordError("a one-shot slot owns exactly one result slot")
-    for table, record in (("attempt_slots", attempt_slot), ("observation_slots", observation_slot)):
+    refusal = registration_refusal(candidate, run, attempt_slot, observation_slots)
+    if refusal is not None:
+        raise refusal
+    keyed: list[tuple[str, AttemptSlot | ObservationSlot]] = [("attempt_slots", attempt_slot)]
+    keyed += [("observation_slots", slot) for slot in observation_slots]
+    for table, record in keyed:
         if sql.execute(
             connection,
             f"SELECT 1 FROM {table} WHERE run_id = ? AND logical_slot = ? AND id != ?",
@@ -69,7 +69,7 @@ def register_one_shot(
             "SELECT observation_slot_id FROM attempt_observation_slots WHERE attempt_slot_id = ?",
             (attempt_slot.id,),
         )
-        if {row[0] for row in members} != {observation_slot.id}:
+        if {row[0] for row in members} != {slot.id for slot in observation_slots}:
             raise RegistrationConflictError(
                 "the attempt slot is registered with other observation slots"
             )
@@ -89,26 +89,27 @@ def register_one_shot(
             _document(attempt_slot.to_json()),
         ),
     )
-    if not _exists(connection, "observation_slots", observation_slot.id):
+    for slot in observation_slots:
+        if not _exists(connection, "observation_slots", slot.id):
+            sql.execute(
+                connection,
+                "INSERT INTO observation_slots (id, run_id, logical_slot, kind, "
+                "checkpoint_index, record_json) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    slot.id,
+                    slot.run_id,
+                    slot.logical_slot,
+                    slot.kind.value,
+                    slot.checkpoint_index,
+                    _document(slot.to_json()),
+                ),
+            )
         sql.execute(
             connection,
-            "INSERT INTO observation_slots (id, run_id, logical_slot, kind, checkpoint_index, "
-            "record_json) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                observation_slot.id,
-                observation_slot.run_id,
-                observation_slot.logical_slot,
-                observation_slot.kind.value,
-                observation_slot.checkpoint_index,
-                _document(observation_slot.to_json()),
-            ),
+            "INSERT INTO attempt_observation_slots (observation_slot_id, attempt_slot_id, "
+            "run_id) VALUES (?, ?, ?)",
+            (slot.id, attempt_slot.id, run.id),
         )
-    sql.execute(
-        connection,
-        "INSERT INTO attempt_observation_slots (observation_slot_id, attempt_slot_id, run_id) "
-        "VALUES (?, ?, ?)",
-        (observation_slot.id, attempt_slot.id, run.id),
-    )
     return attempt_slot.id
 
 

@@ -28,8 +28,13 @@ BUSY_TIMEOUT_MS: Final = 5000
 _observer: Observer | None = None
 
 
-def _install_observer(observer: Observer | None) -> Observer | None:
-    """Test seam: install ``observer`` (or remove it with None); returns the previous one."""
+def install_observer(observer: Observer | None) -> Observer | None:
+    """The seam's test hook: install ``observer`` (or remove it with None) and return the
+    previous one, so a caller can restore it. The observer is called with "before" and
+    "after" around each operation of this seam, in this process; raising from "before"
+    makes the operation fail without running (fault injection), and the crash simulator's
+    tracer numbers boundaries through it. Test-only: the runtime never installs one, and
+    with none installed each operation pays one ``is None`` check."""
     global _observer
     previous, _observer = _observer, observer
     return previous

@@ -15,14 +15,16 @@ from types import TracebackType
 from typing import TypeVar
 
 from runstore import (
+    attempts,
     durable,
     finalization,
+    leases,
+    observations,
     probes,
     registration,
-    reservation,
     schema_check,
     sql,
-    store_files,
+    store_root,
 )
 from runstore.enums import AttemptState
 from runstore.errors import (
@@ -33,15 +35,7 @@ from runstore.errors import (
     UnknownSchemaVersionError,
     UnversionedDatabaseError,
 )
-from runstore.guards import (
-    ClaimDisposition,
-    LeaseRequest,
-    OwnedAttempt,
-    RetryAuthorization,
-    TerminalAttempt,
-    TerminalOutcome,
-)
-from runstore.history import CommittedEvent
+from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
 from runstore.records import (
     ApplicabilityDecision,
     ArtifactRegistration,
@@ -50,6 +44,7 @@ from runstore.records import (
     ObservationSlot,
     ResolvedRun,
 )
+from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
 from runstore.schema_sql import RUN_STORE_SCHEMA_VERSION
 
 T = TypeVar("T")
@@ -65,7 +60,7 @@ class RunStore:
         root: str,
         database_path: str,
         connection: sqlite3.Connection,
-        descriptor: store_files.HeldDescriptor,
+        descriptor: store_root.HeldDescriptor,
     ) -> None:
         self._root = root
         self._descriptor = descriptor
@@ -96,19 +91,19 @@ class RunStore:
         (unknown_schema_version). Every refusal leaves the database file as it was and
         returns no handle. Opening never records attempts or events.
         """
-        path = store_files.checked_root(root)
-        store_files.check_filesystem(path)
-        store_files.check_store_files(path)
-        database_path = os.path.join(path, store_files.DATABASE_NAME)
-        with store_files.InitLock(path):
+        path = store_root.checked_root(root)
+        store_root.check_filesystem(path)
+        store_root.check_store_files(path)
+        database_path = os.path.join(path, store_root.DATABASE_NAME)
+        with store_root.InitLock(path):
             probes.clear_stale_probe_directories(path)
             probes.run_probes(path)
-            store_files.check_store_files(path)
-            held = store_files.database_descriptors.acquire(database_path)
+            store_root.check_store_files(path)
+            held = store_root.database_descriptors.acquire(database_path)
             try:
                 connection = _open_connection(path, database_path, held.fd)
             except BaseException:
-                store_files.database_descriptors.release(held)
+                store_root.database_descriptors.release(held)
                 raise
         return cls(path, database_path, connection, held)
 
@@ -119,7 +114,7 @@ class RunStore:
             try:
                 connection.close()
             finally:
-                store_files.database_descriptors.release(self._descriptor)
+                store_root.database_descriptors.release(self._descriptor)
 
     def __enter__(self) -> RunStore:
         return self
@@ -143,6 +138,26 @@ class RunStore:
         committed; later subscribers of that event are then not called."""
         self._subscribers.append(subscriber)
 
+    def register_slots(
+        self,
+        candidate: ApplicabilityDecision,
+        run: ResolvedRun,
+        attempt_slot: AttemptSlot,
+        observation_slots: Sequence[ObservationSlot],
+    ) -> str:
+        """Register a decision, its run, one attempt slot of any kind (one-shot, fresh
+        observation or stream; measurement or warm-up) and every observation slot it owns,
+        with their memberships; returns the attempt slot id. A warm-up owns no observation
+        slot, a one-shot or fresh-observation measurement exactly one result slot, a stream
+        one or more checkpoint slots. Identical re-registration is a no-op; refusals:
+        invalid_record, observation_slot_mismatch, registration_conflict."""
+        return self._write(
+            lambda c: (
+                registration.register_slots(c, candidate, run, attempt_slot, observation_slots),
+                (),
+            )
+        )
+
     def register_one_shot(
         self,
         candidate: ApplicabilityDecision,
@@ -150,9 +165,8 @@ class RunStore:
         attempt_slot: AttemptSlot,
         observation_slot: ObservationSlot,
     ) -> str:
-        """Register the resolved one-shot records and their membership; returns the attempt
-        slot id. Identical re-registration is a no-op; refusals: invalid_record,
-        observation_slot_mismatch, registration_conflict."""
+        """:meth:`register_slots` for a one-shot measurement and its single result slot
+        (anything else is invalid_record); returns the attempt slot id."""
         return self._write(
             lambda c: (
                 registration.register_one_shot(c, candidate, run, attempt_slot, observation_slot),
@@ -170,17 +184,17 @@ class RunStore:
         """Allocate the slot's next retry under ``lease``: the attempt, its reservation
         lease, the attempt_reserved event and the revision-0 transition, together."""
         return self._write(
-            lambda c: _one_event(reservation.reserve(c, slot_id, authorization, lease, now_ns))
+            lambda c: _one_event(attempts.reserve(c, slot_id, authorization, lease, now_ns))
         )
 
     def advance(self, attempt: OwnedAttempt, phase: AttemptState, now_ns: int) -> OwnedAttempt:
         """Move an owned attempt one legal execution edge to ``phase``."""
-        return self._write(lambda c: _one_event(reservation.advance(c, attempt, phase, now_ns)))
+        return self._write(lambda c: _one_event(attempts.advance(c, attempt, phase, now_ns)))
 
     def renew(self, attempt: OwnedAttempt, expires_at_ns: int, now_ns: int) -> OwnedAttempt:
         """Extend the reservation, any owned claim lease and live staging leases together,
         never shortening; returns the same guard."""
-        return self._write(lambda c: (reservation.renew(c, attempt, expires_at_ns, now_ns), ()))
+        return self._write(lambda c: (leases.renew(c, attempt, expires_at_ns, now_ns), ()))
 
     def begin_finalization(
         self, attempt: OwnedAttempt, lease: LeaseRequest, now_ns: int
@@ -203,7 +217,7 @@ class RunStore:
         the attempt's claim (an earlier selection is preserved)."""
         return self._write(
             lambda c: (
-                finalization.register_observation(
+                observations.register_observation(
                     c, attempt, observation, artifact, select, now_ns
                 ),
                 (),
@@ -280,7 +294,7 @@ def _initialize_or_verify(connection: sqlite3.Connection, root: str, descriptor:
             schema_check.verify_schema(connection)
             return
         try:
-            durable.fsync_fd(descriptor, os.path.join(root, store_files.DATABASE_NAME))
+            durable.fsync_fd(descriptor, os.path.join(root, store_root.DATABASE_NAME))
             durable.fsync_dir(root)
         except OSError as exc:
             raise DurabilityError(f"cannot sync the new schema: {exc}") from exc

@@ -1,35 +1,33 @@
 """runstore.model: the pure reference model of the run store's coordination state.
 
-Rules of this package: no I/O, no SQLite, no clock reads; it imports only
-``runstore.records``, ``runstore.canonical`` and ``runstore.errors`` from the runtime
-(and ``scenarios`` its fixtures from ``runstore.testing``, which is pure record
-construction too), and the runtime never imports it. State is an immutable
-:class:`ModelState`; each operation is a function
-``op(state, ...) -> (new_state, result | Refusal)`` mirroring one writer method, and a
-refusal carries the ``code`` of the error the writer raises for the same call and returns
-the input state object unchanged.
+Rules of this package: no I/O, no SQLite, no clock reads; it imports only the runtime's
+value layer (records, requests, receipts, enums, errors, canonical JSON and the shared leaf
+rules: ``runstore.edges``, ``runstore.rules``, ``runstore.payloads``, ``runstore.shapes``),
+and the runtime never imports it. State is an immutable :class:`ModelState`; each
+operation is a function ``op(state, ...) -> (new_state, result | Refusal)`` mirroring one
+writer method, and a refusal carries the ``code`` of the error the writer raises for the
+same call and returns the input state object unchanged.
 
-Modules: ``edges`` (the legal edges, as data), ``rules`` (scalar rules with CrossHair
-contracts), ``state`` (rows and the state value), ``events`` (event payloads),
-``guard`` (the shared check order), ``registration``, ``attempts`` (reserve, advance,
-renew), ``finalization`` (claims, observations, terminal commit), ``staging``,
-``recovery``, ``scenarios`` and ``trace`` (Markdown transcripts).
+Modules, each paired by name with the writer module of the same concept: ``state`` (rows
+and the state value), ``guard`` (the shared check order), ``registration``, ``attempts``
+(reserve, advance), ``leases`` (renew), ``events`` (history rows), ``artifacts``,
+``observations`` (register and select), ``finalization`` (claims, the terminal commit),
+``publication`` (staging leases and staged artifacts) and ``recovery``. What is *not*
+shared with the writer, on purpose, is the composition: the order of checks and the state
+changes of each operation, which the lockstep tests compare with the writer's SQL.
 """
 
 from __future__ import annotations
 
 from runstore import errors
-from runstore.model.attempts import advance, renew, reserve
-from runstore.model.edges import EXECUTION_EDGES, LEGAL_EDGES
-from runstore.model.finalization import (
-    acceptance_refusal,
-    begin_finalization,
-    commit_finalization,
-    register_observation,
-)
+from runstore.edges import EXECUTION_EDGES, LEGAL_EDGES
+from runstore.model.attempts import advance, reserve
+from runstore.model.finalization import acceptance_refusal, begin_finalization, commit_finalization
+from runstore.model.leases import renew
+from runstore.model.observations import register_observation
+from runstore.model.publication import begin_staging, publish_staged_artifact
 from runstore.model.recovery import INTERRUPTED_ATTEMPT, Recoverable, recover, recoverable
 from runstore.model.registration import register_one_shot, register_slots
-from runstore.model.staging import begin_staging, publish_staged_artifact
 from runstore.model.state import ModelState, Refusal
 
 MODEL_REFUSAL_CODES: frozenset[str] = frozenset(

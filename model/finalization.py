@@ -1,11 +1,11 @@
-"""Finalization: begin_finalization (the success claim), register_observation (and
-selection), commit_finalization (the terminal outcome), and the acceptance rules.
+"""Finalization: begin_finalization (the slot's success claim), commit_finalization (the
+terminal outcome), the acceptance rules, and the terminal commit shared with recovery.
 
 Rules of this file: pure functions ``op(state, ...) -> (state, result | Refusal)``; a
 refusal returns the input state object unchanged. Each operation runs the guarded check
 sequence of :mod:`runstore.model.guard` (preceded by its own argument checks) and then its
-own checks in the order its docstring gives. :func:`finish` is the terminal commit shared
-with recovery.
+own checks in the order its docstring gives. The leaf rules (edges, payloads, reference
+shapes) are the value layer's, shared with the writer (:mod:`runstore.finalization`).
 """
 
 from __future__ import annotations
@@ -13,20 +13,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
+from runstore import edges, payloads, rules
+from runstore.enums import (
+    ArtifactKind,
+    AttemptState,
+    Completion,
+    ExecutionKind,
+    LeasePurpose,
+    SlotRole,
+)
 from runstore.errors import (
     AcceptanceUnsatisfiedError,
     ClaimRequiredError,
     DuplicateLeaseError,
-    ExpiryNotAfterNowError,
     IllegalTransitionError,
     InvalidRecordError,
-    ObservationSlotMismatchError,
     OwnerMismatchError,
-    RegistrationConflictError,
     UnknownArtifactError,
-    UnknownSlotError,
 )
-from runstore.model import edges, events
+from runstore.model.artifacts import with_artifact
 from runstore.model.attempts import transition
 from runstore.model.guard import check_guard, owned_attempt
 from runstore.model.state import (
@@ -34,35 +39,16 @@ from runstore.model.state import (
     ClaimRow,
     LeaseRow,
     ModelState,
-    ObservationRow,
     Refusal,
-    SelectionRow,
     drop,
     put,
     refuse,
-    with_artifact,
+    refused,
 )
-from runstore.records import (
-    Accepted,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    Censored,
-    ClaimDisposition,
-    Completion,
-    ExecutionKind,
-    Failed,
-    LeasePurpose,
-    LeaseRequest,
-    Observation,
-    OwnedAttempt,
-    SlotRole,
-    TerminalAttempt,
-    TerminalOutcome,
-)
-
-FINAL_ROLE = "final"
-"""The role name reserved for the final artifact; references may not use it."""
+from runstore.receipts import ClaimDisposition, OwnedAttempt, TerminalAttempt
+from runstore.records import ArtifactRegistration
+from runstore.requests import Accepted, Censored, Failed, LeaseRequest, TerminalOutcome
+from runstore.shapes import references_refusal
 
 
 def begin_finalization(
@@ -91,20 +77,21 @@ def begin_finalization(
     if isinstance(checked, Refusal):
         return state, checked
     before = checked.attempt
-    if not edges.is_legal_edge(before.state.value, AttemptState.FINALIZING.value):
+    if not edges.can_finalize(before.state):
         return state, refuse(IllegalTransitionError, f"attempt is already {before.state.value}")
     if lease.owner_token != guard.owner_token:
         return state, refuse(OwnerMismatchError, "the finalization lease needs the same owner")
     if lease.lease_id in state.leases:
         return state, refuse(DuplicateLeaseError, f"lease {lease.lease_id} already exists")
-    if lease.expires_at_ns <= checked.now_ns:
-        return state, refuse(ExpiryNotAfterNowError, "the lease must expire after now")
+    error = rules.expiry_refusal(lease.expires_at_ns, checked.now_ns)
+    if error is not None:
+        return state, refused(error)
     holder = state.claims.get(before.slot_id)
     claimed = holder is None and not state.slot_satisfied(before.slot_id)
-    decision = events.CLAIMED if claimed else events.SUPERSEDED
-    payload = events.finalizing_payload(before.state, before.revision + 1, decision)
+    decision = payloads.CLAIMED if claimed else payloads.SUPERSEDED
+    payload = payloads.finalizing_payload(before.state, before.revision + 1, decision)
     new_state, after, _ = transition(
-        state, before, checked.now_ns, AttemptState.FINALIZING, events.ATTEMPT_FINALIZING, payload
+        state, before, checked.now_ns, AttemptState.FINALIZING, payloads.ATTEMPT_FINALIZING, payload
     )
     if not claimed:
         return new_state, ClaimDisposition(attempt=owned_attempt(guard, after, None), claimed=False)
@@ -131,76 +118,6 @@ def begin_finalization(
     return new_state, ClaimDisposition(
         attempt=owned_attempt(guard, after, lease.lease_id), claimed=True
     )
-
-
-def register_observation(
-    state: ModelState,
-    guard: OwnedAttempt,
-    observation: Observation,
-    artifact: ArtifactRegistration,
-    select: bool,
-    now_ns: int,
-) -> tuple[ModelState, OwnedAttempt | Refusal]:
-    """Register a published observation of this attempt, optionally selecting it.
-
-    Allowed in any nonterminal state. Check order: ``out_of_range`` (``now_ns``),
-    ``invalid_record`` (the artifact is not of kind observation), the guarded sequence,
-    ``unknown_slot`` (the observation slot is not registered),
-    ``observation_slot_mismatch`` (the observation names another attempt, or its slot is
-    not owned by this attempt's slot), ``registration_conflict`` (the artifact id is
-    registered with other digests, or the observation is registered with another
-    artifact), then, when ``select``: ``claim_required`` (the attempt holds no claim) and
-    ``invalid_record`` (the observation is not valid).
-
-    Commits the artifact and the observation row (each reused when already registered
-    identically), and, when ``select`` and the slot has no selection yet, the selection.
-    An existing selection is preserved: selecting again is not an error and changes
-    nothing. No event, no transition, no revision change. Result: the same guard.
-    """
-    shape = None
-    if artifact.kind is not ArtifactKind.OBSERVATION:
-        shape = refuse(InvalidRecordError, "an observation artifact must be of kind observation")
-    checked = check_guard(state, guard, now_ns, shape=shape)
-    if isinstance(checked, Refusal):
-        return state, checked
-    slot = state.observation_slots.get(observation.slot_id)
-    if slot is None:
-        return state, refuse(UnknownSlotError, f"observation slot {observation.slot_id} is unknown")
-    if observation.attempt_id != guard.attempt_id or slot.attempt_slot_id != guard.slot_id:
-        return state, refuse(
-            ObservationSlotMismatchError, "the observation is not this attempt's, for its slots"
-        )
-    registered = with_artifact(state, artifact)
-    if isinstance(registered, Refusal):
-        return state, registered
-    existing = state.observations.get(observation.id)
-    if existing is not None and existing.artifact_id != artifact.id:
-        return state, refuse(
-            RegistrationConflictError, "the observation is registered with another artifact"
-        )
-    if select and checked.claim is None:
-        return state, refuse(ClaimRequiredError, "selecting needs the slot's finalization claim")
-    if select and not observation.valid:
-        return state, refuse(InvalidRecordError, "an invalid observation cannot be selected")
-    new_state = registered
-    if existing is None:
-        row = ObservationRow(
-            observation=observation,
-            attempt_slot_id=slot.attempt_slot_id,
-            artifact_id=artifact.id,
-            registered_at_ns=checked.now_ns,
-        )
-        new_state = attrs.evolve(
-            new_state, observations=put(new_state.observations, observation.id, row)
-        )
-    if select and slot.id not in new_state.selections:
-        selection = SelectionRow(
-            slot_id=slot.id, observation_id=observation.id, selected_at_ns=checked.now_ns
-        )
-        new_state = attrs.evolve(
-            new_state, selections=put(new_state.selections, slot.id, selection)
-        )
-    return new_state, guard
 
 
 def acceptance_refusal(state: ModelState, attempt: AttemptRow) -> Refusal | None:
@@ -237,16 +154,6 @@ def acceptance_refusal(state: ModelState, attempt: AttemptRow) -> Refusal | None
     return None
 
 
-def references_refusal(references: Sequence[tuple[str, str]]) -> Refusal | None:
-    """``invalid_record`` for a reference role that is empty or ``final``, or a repeated
-    ``(role, artifact_id)`` pair."""
-    if any(not role or role == FINAL_ROLE for role, _ in references):
-        return refuse(InvalidRecordError, "reference roles must be nonempty and not 'final'")
-    if len(set(references)) != len(references):
-        return refuse(InvalidRecordError, "a reference repeats an artifact within a role")
-    return None
-
-
 def finish(
     state: ModelState,
     attempt: AttemptRow,
@@ -264,13 +171,13 @@ def finish(
     """
     registered = with_artifact(state, artifact)
     assert not isinstance(registered, Refusal)
-    payload = events.finished_payload(outcome, attempt.revision + 1)
+    payload = payloads.finished_payload(outcome, attempt.revision + 1)
     new_state, after, sequence = transition(
         registered,
         attempt,
         now_ns,
         outcome.state,
-        events.ATTEMPT_FINISHED,
+        payloads.ATTEMPT_FINISHED,
         payload,
         failure_code=outcome.code if isinstance(outcome, Failed) else None,
         censor_reason=outcome.reason if isinstance(outcome, Censored) else None,
@@ -327,7 +234,9 @@ def commit_finalization(
     shape = None
     if artifact.kind is not ArtifactKind.ATTEMPT:
         shape = refuse(InvalidRecordError, "the final artifact must be of kind attempt")
-    checked = check_guard(state, guard, now_ns, shape=shape or references_refusal(references))
+    if shape is None and (error := references_refusal(references)) is not None:
+        shape = refused(error)
+    checked = check_guard(state, guard, now_ns, shape=shape)
     if isinstance(checked, Refusal):
         return state, checked
     attempt = checked.attempt

@@ -1,8 +1,12 @@
-"""The one check sequence every guarded operation runs before its own checks.
+"""The guard check: the one check sequence every guarded operation runs before its own
+checks.
 
-Rules of this file: reads state, never changes it. The order below is normative: the
-writer must report the first failing check with the same code, so that the model and the
-store refuse the same call in the same way.
+Rules of this file: reads state, never changes it. The leaf rules (ranges, clock clamping,
+lease liveness with exclusive expiry) are :mod:`runstore.rules`, shared with the writer.
+The sequence itself is written twice on purpose: here over the model's state and in
+:mod:`runstore.guard` over SQL. The order below is normative: the writer must report the
+first failing check with the same code, so that the model and the store refuse the same
+call in the same way.
 
 Guarded check order (every operation that takes an ``OwnedAttempt``):
 
@@ -33,20 +37,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import attrs
+from runstore import rules
+from runstore.enums import TERMINAL_STATES
 from runstore.errors import (
     AttemptTerminalError,
     ClaimExpiredError,
-    LeaseExpiredError,
     LeaseMismatchError,
     LeaseReleasedError,
-    OutOfRangeError,
     OwnerMismatchError,
     StaleRevisionError,
     UnknownSlotError,
 )
-from runstore.model import rules
-from runstore.model.state import AttemptRow, ClaimRow, LeaseRow, ModelState, Refusal, refuse
-from runstore.records import TERMINAL_STATES, OwnedAttempt
+from runstore.model.state import (
+    AttemptRow,
+    ClaimRow,
+    LeaseRow,
+    ModelState,
+    Refusal,
+    refuse,
+    refused,
+)
+from runstore.receipts import OwnedAttempt
 
 
 @attrs.frozen(kw_only=True)
@@ -58,19 +69,6 @@ class Guarded:
     claim: ClaimRow | None
     claim_lease: LeaseRow | None
     now_ns: int
-
-
-def range_refusal(
-    *, ns: Iterable[tuple[str, int]] = (), indices: Iterable[tuple[str, int]] = ()
-) -> Refusal | None:
-    """``out_of_range`` for the first timestamp or index argument outside its range."""
-    for name, value in ns:
-        if not rules.ns_in_range(value):
-            return refuse(OutOfRangeError, f"{name}={value} is outside 0..2**63-1")
-    for name, value in indices:
-        if not rules.index_in_range(value):
-            return refuse(OutOfRangeError, f"{name}={value} is outside 0..2**53-1")
-    return None
 
 
 def check_guard(
@@ -87,9 +85,9 @@ def check_guard(
     ``ns`` and ``indices`` are the operation's own integer arguments (checked in step 1
     after the guard's), ``shape`` its first argument-shape refusal, if any.
     """
-    refusal = range_refusal(ns=[("now_ns", now_ns), *ns], indices=indices)
-    if refusal is not None:
-        return refusal
+    error = rules.range_refusal(ns=[("now_ns", now_ns), *ns], indices=indices)
+    if error is not None:
+        return refused(error)
     if shape is not None:
         return shape
     attempt = state.attempts.get(guard.attempt_id)
@@ -103,15 +101,14 @@ def check_guard(
         return refuse(OwnerMismatchError, "the owner token is not the reservation's owner")
     if guard.lease_id != reservation.id:
         return refuse(LeaseMismatchError, "the lease is not the attempt's reservation lease")
-    lease_code = rules.lease_refusal(
-        reservation.expires_at_ns, reservation.released_at_ns is not None, now
+    error = rules.lease_refusal(
+        "the reservation lease",
+        reservation.expires_at_ns,
+        reservation.released_at_ns is not None,
+        now,
     )
-    if lease_code == LeaseReleasedError.code:
-        return refuse(LeaseReleasedError, "the reservation lease was released")
-    if lease_code == LeaseExpiredError.code:
-        return refuse(
-            LeaseExpiredError, f"the reservation lease expired at {reservation.expires_at_ns}"
-        )
+    if error is not None:
+        return refused(error)
     claim = state.owned_claim(attempt.id)
     claim_lease = None if claim is None else state.leases[claim.lease_id]
     if claim_lease is not None:

@@ -11,21 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import attrs
+from runstore import payloads, rules
 from runstore.canonical import JSON
+from runstore.enums import TERMINAL_STATES, ArtifactKind, AttemptState
 from runstore.errors import InvalidRecordError, UnknownArtifactError
-from runstore.model import events, rules
+from runstore.model.artifacts import with_artifact
 from runstore.model.attempts import transition
 from runstore.model.finalization import finish
-from runstore.model.guard import range_refusal
-from runstore.model.state import LeaseRow, ModelState, Refusal, refuse, with_artifact
-from runstore.records import (
-    TERMINAL_STATES,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    Failed,
-    TerminalAttempt,
-)
+from runstore.model.state import LeaseRow, ModelState, Refusal, refuse, refused
+from runstore.receipts import TerminalAttempt
+from runstore.records import ArtifactRegistration
+from runstore.requests import Failed
 
 INTERRUPTED_ATTEMPT = "interrupted_attempt"
 """The failure code recovery commits for an attempt without an importable outcome."""
@@ -103,9 +99,9 @@ def recover(
     and returns no receipts, so running it again is harmless. Result: the receipts, in
     attempt id order.
     """
-    refusal = range_refusal(ns=[("t_ns", t_ns)])
-    if refusal is not None:
-        return state, refusal
+    error = rules.range_refusal(ns=[("t_ns", t_ns)])
+    if error is not None:
+        return state, refused(error)
     work = state
     receipts = []
     for item in recoverable(state, t_ns):
@@ -121,9 +117,9 @@ def recover(
         interrupted_state = attempt.state
         now = rules.effective_now(t_ns, attempt.updated_at_ns)
         if attempt.state is not AttemptState.FINALIZING:
-            payload = events.finalizing_payload(attempt.state, attempt.revision + 1, None)
+            payload = payloads.finalizing_payload(attempt.state, attempt.revision + 1, None)
             work, attempt, _ = transition(
-                work, attempt, now, AttemptState.FINALIZING, events.ATTEMPT_FINALIZING, payload
+                work, attempt, now, AttemptState.FINALIZING, payloads.ATTEMPT_FINALIZING, payload
             )
         lease_ids = {lease.id for lease in work.attempt_leases(attempt.id)}
         roots = sorted(

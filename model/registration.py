@@ -10,21 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import attrs
-from runstore.errors import (
-    InvalidRecordError,
-    ObservationSlotMismatchError,
-    RegistrationConflictError,
-)
-from runstore.model.state import ModelState, Refusal, put, refuse
-from runstore.records import (
-    ApplicabilityDecision,
-    AttemptSlot,
-    ExecutionKind,
-    ObservationSlot,
-    ObservationSlotKind,
-    ResolvedRun,
-    SlotRole,
-)
+from runstore.errors import RegistrationConflictError
+from runstore.model.state import ModelState, Refusal, put, refuse, refused
+from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
+from runstore.shapes import one_shot_refusal, registration_refusal
 
 
 def register_one_shot(
@@ -39,39 +28,10 @@ def register_one_shot(
     Refuses with ``invalid_record`` an attempt slot that is not a one-shot measurement or
     an observation slot that is not a result slot; otherwise as :func:`register_slots`.
     """
-    if (attempt_slot.execution_kind, attempt_slot.role) != (
-        ExecutionKind.ONE_SHOT,
-        SlotRole.MEASUREMENT,
-    ):
-        return state, refuse(InvalidRecordError, "register_one_shot needs a one-shot measurement")
+    error = one_shot_refusal(attempt_slot)
+    if error is not None:
+        return state, refused(error)
     return register_slots(state, candidate, run, attempt_slot, (observation_slot,))
-
-
-def _shape_refusal(attempt_slot: AttemptSlot, slots: Sequence[ObservationSlot]) -> Refusal | None:
-    """The membership shape each slot kind needs.
-
-    A warm-up owns no observation slot. A one-shot or fresh-observation measurement owns
-    exactly one result slot. A stream measurement owns one or more checkpoint slots with
-    distinct checkpoint indices. Logical slot names are distinct within the call.
-    """
-    kinds = [slot.kind for slot in slots]
-    if len({slot.logical_slot for slot in slots}) != len(slots):
-        return refuse(InvalidRecordError, "observation slots repeat a logical slot")
-    if attempt_slot.role is SlotRole.WARMUP:
-        ok = not slots
-    elif attempt_slot.execution_kind is ExecutionKind.STREAM:
-        indices = [slot.checkpoint_index for slot in slots]
-        ok = bool(slots) and set(kinds) == {ObservationSlotKind.CHECKPOINT}
-        ok = ok and len(set(indices)) == len(indices)
-    else:
-        ok = kinds == [ObservationSlotKind.RESULT]
-    if not ok:
-        return refuse(
-            InvalidRecordError,
-            f"a {attempt_slot.role.value} {attempt_slot.execution_kind.value} slot cannot own "
-            f"observation slots of kinds {[kind.value for kind in kinds]}",
-        )
-    return None
 
 
 def _key_taken(
@@ -94,34 +54,19 @@ def register_slots(
 ) -> tuple[ModelState, str | Refusal]:
     """Register a decision, its run, one attempt slot and all its observation slots.
 
-    Check order:
-
-    1. ``invalid_record``: the decision is not applicable; the run does not name this
-       decision and candidate; the attempt slot is not of this run.
-    2. ``observation_slot_mismatch``: an observation slot is not of this run or not owned
-       by this attempt slot.
-    3. ``invalid_record``: the membership shape (see ``_shape_refusal``).
-    4. ``registration_conflict``: a different record already holds one of the
-       ``(run_id, logical_slot)`` keys, or the attempt slot is registered with another set
-       of observation slots.
+    Check order: :func:`runstore.shapes.registration_refusal` (``invalid_record``: the
+    decision is not applicable, the run does not name this decision and candidate, the
+    attempt slot is not of this run; ``observation_slot_mismatch``: an observation slot is
+    not of this run or not owned by this attempt slot; ``invalid_record``: the membership
+    shape), then ``registration_conflict``: a different record already holds one of the
+    ``(run_id, logical_slot)`` keys, or the attempt slot is registered with another set of
+    observation slots.
 
     Result: the attempt slot's id.
     """
-    if not candidate.applicable:
-        return state, refuse(InvalidRecordError, "an excluded decision cannot be resolved")
-    if (run.decision_id, run.candidate_id) != (candidate.id, candidate.candidate_id):
-        return state, refuse(InvalidRecordError, "the run does not resolve this decision")
-    if attempt_slot.run_id != run.id:
-        return state, refuse(InvalidRecordError, "the attempt slot belongs to another run")
-    for slot in observation_slots:
-        if (slot.run_id, slot.attempt_slot_id) != (run.id, attempt_slot.id):
-            return state, refuse(
-                ObservationSlotMismatchError,
-                f"observation slot {slot.logical_slot} is not owned by this attempt slot",
-            )
-    shape = _shape_refusal(attempt_slot, observation_slots)
-    if shape is not None:
-        return state, shape
+    error = registration_refusal(candidate, run, attempt_slot, observation_slots)
+    if error is not None:
+        return state, refused(error)
     if _key_taken(state.attempt_slots.values(), attempt_slot) or any(
         _key_taken(state.observation_slots.values(), slot) for slot in observation_slots
     ):

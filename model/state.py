@@ -15,13 +15,12 @@ from typing import TypeVar
 
 import attrs
 from runstore.canonical import JSON
-from runstore.errors import RegistrationConflictError, RunStoreError
+from runstore.enums import AttemptState, LeasePurpose
+from runstore.errors import RunStoreError
 from runstore.records import (
     ApplicabilityDecision,
     ArtifactRegistration,
     AttemptSlot,
-    AttemptState,
-    LeasePurpose,
     Observation,
     ObservationSlot,
     ResolvedRun,
@@ -58,6 +57,12 @@ class Refusal:
 def refuse(error: type[RunStoreError], message: str) -> Refusal:
     """The refusal the store expresses by raising ``error``."""
     return Refusal(code=error.code, message=message)
+
+
+def refused(error: RunStoreError) -> Refusal:
+    """The refusal for an error a shared rule (:mod:`runstore.rules`,
+    :mod:`runstore.shapes`) returned: the same code and message the writer raises."""
+    return Refusal(code=error.code, message=error.message)
 
 
 @attrs.frozen(kw_only=True)
@@ -211,24 +216,3 @@ class ModelState:
     def next_event_sequence(self) -> int:
         """The sequence number the next event receives (1 for the first)."""
         return len(self.events) + 1
-
-
-def with_artifact(state: ModelState, artifact: ArtifactRegistration) -> ModelState | Refusal:
-    """``state`` with ``artifact`` registered.
-
-    Registering the same kind, path, content and manifest digests again reuses the row
-    (the first ``verified_at_ns`` stays) and returns ``state`` itself; a row with the same
-    id and any other of those fields refuses with ``registration_conflict``.
-    """
-    existing = state.artifacts.get(artifact.id)
-    if existing is None:
-        return attrs.evolve(state, artifacts=put(state.artifacts, artifact.id, artifact))
-    if _artifact_key(existing) != _artifact_key(artifact):
-        return refuse(
-            RegistrationConflictError, f"artifact {artifact.id} is registered with other digests"
-        )
-    return state
-
-
-def _artifact_key(artifact: ArtifactRegistration) -> tuple[str, str, str, str]:
-    return (artifact.kind.value, artifact.path, artifact.content_sha256, artifact.manifest_sha256)

@@ -28,21 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from runstore import RunStore, testing
-from runstore import model as m
-from runstore.canonical import (
-    JSON,
-    MAX_DEPTH,
-    MAX_NS,
-    MAX_SAFE_INTEGER,
-    decode,
-    encode,
-    ns_from_json,
-)
-from runstore.crashsim.writers import ModelRefusal, ModelWriter, Writer
-from runstore.errors import RunStoreError
-from runstore.identity import ATTEMPT, identity_input, run_attempt_id, typed_identity
-from runstore.records import (
+from runstore import (
     Accepted,
     ApplicabilityDecision,
     ArtifactKind,
@@ -63,10 +49,25 @@ from runstore.records import (
     OwnedAttempt,
     ResolvedRun,
     Retry,
+    RunStore,
     SlotRole,
     Superseded,
     TerminalAttempt,
+    testing,
 )
+from runstore import model as m
+from runstore.canonical import (
+    JSON,
+    MAX_DEPTH,
+    MAX_NS,
+    MAX_SAFE_INTEGER,
+    decode,
+    encode,
+    ns_from_json,
+)
+from runstore.errors import RunStoreError
+from runstore.identity import ATTEMPT, identity_input, run_attempt_id, typed_identity
+from runstore.testing.lockstep import ModelRefusal, ModelWriter, Writer
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMAT_VERSION = 1

@@ -1,115 +1,18 @@
-"""Requests, retry authorizations, terminal outcomes, and the guards and receipts the writer
-(and the model) return.
+"""What the writer (and the model) hand back: the ``OwnedAttempt`` guard every successful
+transition returns, the claim decision, the terminal receipt, and the events delivered to
+subscribers after commit.
 
-Rules of this file: validated frozen values only (no I/O, no SQLite, no clock); re-exported by
-:mod:`runstore.records`, which is where callers import them from.
+Rules of this file: value layer; validated frozen values only (no I/O, no SQLite, no clock).
+A guard is opaque to callers: the writer checks every field of it against the database.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeAlias
-
 import attrs
-from runstore.canonical import JSON, decode_object
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.errors import IdentityMismatchError, InvalidRecordError, OutOfRangeError
 from runstore.identity import ATTEMPT, ATTEMPT_SLOT, check_index, check_typed_id, run_attempt_id
-from runstore.validation import (
-    MAX_REASON_LENGTH,
-    boolean,
-    canonical_object_bytes,
-    check_text,
-    index,
-    member,
-    ns,
-    optional_text,
-    text,
-)
-
-
-@attrs.frozen(kw_only=True)
-class LeaseRequest:
-    """A caller's request for a lease: a unique id, its private owner token, an expiry."""
-
-    lease_id: str = attrs.field(validator=text)
-    owner_token: str = attrs.field(validator=text, repr=False)
-    expires_at_ns: int = attrs.field(validator=ns)
-
-
-@attrs.frozen(kw_only=True)
-class FirstAttempt:
-    """Authorizes retry index 0 only."""
-
-
-@attrs.frozen(kw_only=True)
-class Next:
-    """Authorizes the next index, allocated under the write lock: ``retry=False`` permits only
-    a first attempt; ``retry=True`` explicitly authorizes one more attempt."""
-
-    retry: bool = attrs.field(validator=boolean)
-
-
-@attrs.frozen(kw_only=True)
-class Retry:
-    """Authorizes exactly ``next_index`` as the next retry, with an inclusive bound
-    ``max_index`` (``next_index <= max_index``, else ``invalid_record``)."""
-
-    next_index: int = attrs.field(validator=index)
-    max_index: int = attrs.field(validator=index)
-
-    def __attrs_post_init__(self) -> None:
-        if self.next_index > self.max_index:
-            raise InvalidRecordError(
-                f"next_index {self.next_index} exceeds max_index {self.max_index}"
-            )
-
-
-RetryAuthorization: TypeAlias = FirstAttempt | Next | Retry
-
-
-@attrs.frozen(kw_only=True)
-class Accepted:
-    """The attempt's result is accepted for its slot (needs the slot's finalization claim)."""
-
-    state: ClassVar[AttemptState] = AttemptState.ACCEPTED
-
-
-@attrs.frozen(kw_only=True)
-class Censored:
-    """The attempt ended without a usable verdict; ``reason`` is nonempty, at most 4096
-    characters, without control characters."""
-
-    state: ClassVar[AttemptState] = AttemptState.CENSORED
-    reason: str = attrs.field()
-
-    def __attrs_post_init__(self) -> None:
-        check_text(self.reason, "reason", MAX_REASON_LENGTH)
-
-
-@attrs.frozen(kw_only=True)
-class Superseded:
-    """Another attempt won (or already holds) the slot's success."""
-
-    state: ClassVar[AttemptState] = AttemptState.SUPERSEDED
-
-
-@attrs.frozen(kw_only=True)
-class Failed:
-    """The attempt failed with a stable ``code`` and a diagnostic JSON object."""
-
-    state: ClassVar[AttemptState] = AttemptState.FAILED
-    code: str = attrs.field(validator=text)
-    _details: bytes = attrs.field(alias="details", converter=canonical_object_bytes, repr=False)
-
-    @property
-    def details(self) -> dict[str, JSON]:
-        return decode_object(self._details)
-
-
-TerminalOutcome: TypeAlias = Accepted | Censored | Superseded | Failed
-
-
-# --- guards and receipts ---------------------------------------------------------------
+from runstore.validation import boolean, index, member, ns, optional_text, text
 
 
 def _check_attempt_binding(attempt_id: str, slot_id: str, retry_index: int) -> None:
@@ -178,3 +81,15 @@ class TerminalAttempt:
             raise InvalidRecordError("a terminal revision is at least 2")
         if self.event_sequence < 1:
             raise OutOfRangeError("event_sequence starts at 1")
+
+
+@attrs.frozen(kw_only=True)
+class CommittedEvent:
+    """An event as delivered to subscribers, after its transaction committed."""
+
+    sequence: int
+    kind: str
+    attempt_id: str | None
+    at_ns: int
+    payload: bytes
+    """The canonical JSON bytes stored in ``events.payload_json``."""

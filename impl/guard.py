@@ -1,10 +1,12 @@
-"""Reading an attempt's coordination rows and running the guarded check sequence.
+"""The guard check: reading an attempt's coordination rows and running the guarded check
+sequence every operation that takes an ``OwnedAttempt`` runs first.
 
 Rules of this file: every function runs inside the caller's open write transaction and
-never commits. The guarded check sequence is the model's (``runstore.model.guard``), in
-the same order with the same codes, re-expressed over SQL; the lockstep tests hold the two
-together. Expiry is exclusive, and the effective now is the caller's clock clamped up to
-the attempt's preceding transition time.
+never commits. The leaf rules (ranges, clock clamping, lease liveness with exclusive
+expiry) are :mod:`runstore.rules`, shared with the model. The check *sequence* is written
+twice on purpose: here over SQL, and in :mod:`runstore.model.guard` over the model's state,
+in the same order with the same codes (SPEC.md section 6); the lockstep tests hold the two
+together, so a reading error in either shows up as a divergence.
 """
 
 from __future__ import annotations
@@ -13,24 +15,19 @@ import sqlite3
 from collections.abc import Iterable
 
 import attrs
-from runstore import sql
+from runstore import rules, sql
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.errors import (
     AttemptTerminalError,
     ClaimExpiredError,
-    LeaseExpiredError,
     LeaseMismatchError,
     LeaseReleasedError,
-    OutOfRangeError,
     OwnerMismatchError,
     RunStoreError,
     StaleRevisionError,
     UnknownSlotError,
 )
-from runstore.guards import OwnedAttempt
-
-MAX_NS = 2**63 - 1
-MAX_INDEX = 2**53 - 1
+from runstore.receipts import OwnedAttempt
 
 
 @attrs.frozen(kw_only=True)
@@ -55,14 +52,6 @@ class LeaseRecord:
     expires_at_ns: int
     released_at_ns: int | None
 
-    def refusal(self, now_ns: int) -> type[RunStoreError] | None:
-        """Released is reported before expired; expiry is exclusive."""
-        if self.released_at_ns is not None:
-            return LeaseReleasedError
-        if now_ns >= self.expires_at_ns:
-            return LeaseExpiredError
-        return None
-
 
 @attrs.frozen(kw_only=True)
 class Guarded:
@@ -72,18 +61,6 @@ class Guarded:
     reservation: LeaseRecord
     claim_lease: LeaseRecord | None
     now_ns: int
-
-
-def check_ranges(
-    *, ns: Iterable[tuple[str, int]] = (), indices: Iterable[tuple[str, int]] = ()
-) -> None:
-    """``out_of_range`` for the first timestamp or index argument outside its range."""
-    for name, value in ns:
-        if not 0 <= value <= MAX_NS:
-            raise OutOfRangeError(f"{name}={value} is outside 0..2**63-1")
-    for name, value in indices:
-        if not 0 <= value <= MAX_INDEX:
-            raise OutOfRangeError(f"{name}={value} is outside 0..2**53-1")
 
 
 def load_attempt(connection: sqlite3.Connection, attempt_id: str) -> AttemptRecord | None:
@@ -154,30 +131,35 @@ def check_guard(
     owner_mismatch, lease_mismatch, lease_released / lease_expired, the claim's
     owner_mismatch / lease_released / claim_expired, stale_revision, and lease_mismatch
     for the guard's claim lease."""
-    check_ranges(ns=[("now_ns", now_ns), *ns], indices=indices)
-    if shape is not None:
-        raise shape
+    refusal = rules.range_refusal(ns=[("now_ns", now_ns), *ns], indices=indices) or shape
+    if refusal is not None:
+        raise refusal
     attempt = load_attempt(connection, guard.attempt_id)
     if attempt is None:
         raise UnknownSlotError(f"attempt {guard.attempt_id} is not registered")
     if attempt.state in TERMINAL_STATES:
         raise AttemptTerminalError(f"attempt is already {attempt.state.value}")
-    now = max(now_ns, attempt.updated_at_ns)
+    now = rules.effective_now(now_ns, attempt.updated_at_ns)
     reservation = reservation_lease(connection, attempt.id)
     if guard.owner_token != reservation.owner_token:
         raise OwnerMismatchError("the owner token is not the reservation's owner")
     if guard.lease_id != reservation.id:
         raise LeaseMismatchError("the lease is not the attempt's reservation lease")
-    refusal = reservation.refusal(now)
+    refusal = rules.lease_refusal(
+        "the reservation lease",
+        reservation.expires_at_ns,
+        reservation.released_at_ns is not None,
+        now,
+    )
     if refusal is not None:
-        raise refusal(f"the reservation lease is not live at {now}")
+        raise refusal
     claim = claim_lease(connection, attempt.id)
     if claim is not None:
         if claim.owner_token != guard.owner_token:
             raise OwnerMismatchError("the claim's lease belongs to another owner")
         if claim.released_at_ns is not None:
             raise LeaseReleasedError("the claim's lease was released")
-        if now >= claim.expires_at_ns:
+        if not rules.lease_live(claim.expires_at_ns, False, now):
             raise ClaimExpiredError(f"the claim expired at {claim.expires_at_ns}")
     if (guard.revision, guard.state) != (attempt.revision, attempt.state):
         raise StaleRevisionError(
@@ -187,3 +169,19 @@ def check_guard(
     if guard.claim_lease_id != (None if claim is None else claim.id):
         raise LeaseMismatchError("the guard's claim lease is not the attempt's claim")
     return Guarded(attempt=attempt, reservation=reservation, claim_lease=claim, now_ns=now)
+
+
+def owned_attempt(
+    guard: OwnedAttempt, after: AttemptRecord, claim_lease_id: str | None
+) -> OwnedAttempt:
+    """The guard describing ``after`` (the attempt after a transition) for the same owner."""
+    return OwnedAttempt(
+        attempt_id=after.id,
+        slot_id=after.slot_id,
+        retry_index=after.retry_index,
+        state=after.state,
+        revision=after.revision,
+        owner_token=guard.owner_token,
+        lease_id=guard.lease_id,
+        claim_lease_id=claim_lease_id,
+    )

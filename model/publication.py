@@ -1,6 +1,7 @@
-"""Staging leases and independent artifact publication: the database steps of the
-publisher's ``publish_artifact`` (register a stage's lease; later register the published
-artifact, root it under the reservation lease and release the stage's lease).
+"""Publication in the model: the database steps of the publisher's ``publish_artifact``
+(register a stage's staging lease; later register the published artifact, root it under
+the reservation lease and release the stage's lease). The store's counterpart,
+``runstore.publication``, arrives with transactional publication.
 
 Rules of this file: pure functions ``op(state, ...) -> (state, result | Refusal)``; a
 refusal returns the input state object unchanged. Filesystem work (staging directories,
@@ -10,23 +11,15 @@ hashing, renames) is outside the model: the caller hands in the verified registr
 from __future__ import annotations
 
 import attrs
-from runstore.errors import (
-    DuplicateLeaseError,
-    InvalidRecordError,
-    LeaseExpiredError,
-    LeaseMismatchError,
-    LeaseReleasedError,
-)
-from runstore.model import rules
+from runstore import rules
+from runstore.enums import ArtifactKind, LeasePurpose
+from runstore.errors import DuplicateLeaseError, InvalidRecordError, LeaseMismatchError
+from runstore.model.artifacts import with_artifact
 from runstore.model.guard import check_guard
-from runstore.model.state import LeaseRow, ModelState, Refusal, put, refuse, with_artifact
-from runstore.records import (
-    ArtifactKind,
-    ArtifactRegistration,
-    LeasePurpose,
-    OwnedAttempt,
-    check_store_path,
-)
+from runstore.model.state import LeaseRow, ModelState, Refusal, put, refuse, refused
+from runstore.receipts import OwnedAttempt
+from runstore.records import ArtifactRegistration
+from runstore.validation import check_store_path
 
 
 def begin_staging(
@@ -93,13 +86,11 @@ def publish_staged_artifact(
     ):
         return state, refuse(LeaseMismatchError, f"{staging_lease_id} is not this attempt's stage")
     now = rules.effective_now(checked.now_ns, stage.acquired_at_ns)
-    code = rules.lease_refusal(stage.expires_at_ns, stage.released_at_ns is not None, now)
-    if code == LeaseReleasedError.code:
-        return state, refuse(LeaseReleasedError, "the staging lease was released")
-    if code == LeaseExpiredError.code:
-        return state, refuse(
-            LeaseExpiredError, f"the staging lease expired at {stage.expires_at_ns}"
-        )
+    error = rules.lease_refusal(
+        "the staging lease", stage.expires_at_ns, stage.released_at_ns is not None, now
+    )
+    if error is not None:
+        return state, refused(error)
     registered = with_artifact(state, artifact)
     if isinstance(registered, Refusal):
         return state, registered

@@ -1,7 +1,8 @@
 """The durable projection: everything the store has committed, as comparable values, read
 either from a database file (through a fresh read-only connection) or from a model state.
 
-Rules of this file: reads only. The two functions produce the same shape, so a test can
+Rules of this file: reads only; imports ``sqlite3`` (so ``import runstore.testing`` does not
+load this module). The two functions produce the same shape, so a test can
 compare a store with the model with one ``==``. Event payloads are compared as canonical
 bytes, which pins the writer's payload encoding to the model's documents.
 """
@@ -12,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from runstore import canonical
-from runstore.model import ModelState
+from runstore.model.state import ModelState
 
 Projection = dict[str, Any]
 

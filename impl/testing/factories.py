@@ -2,13 +2,12 @@
 scenarios, and anyone writing tests against a store.
 
 Rules of this file: values only (no I/O, no store, no clock, no randomness). It imports
-only the value modules (``runstore.records`` and ``runstore.canonical``), never the store,
-SQL, filesystem or event layers (``store``, ``sql``, ``durable``, ``probes``, ``history``
-and the writer modules): the pure model builds its scenario fixtures from this file, so
-it must stay as pure as the model. Every factory is a pure function of its arguments, so
-the same arguments give equal records with equal ids, and the records it returns already
-agree with each other the way registration requires (same run, same candidate, an
-applicable decision, slot ownership).
+only the value layer (records, requests, enums, canonical, identity), never the store, SQL
+or filesystem modules, so ``import runstore.testing`` stays as light as the model
+(``conformance/test_layers.py`` holds it to that). Every factory is a pure function of its
+arguments, so the same arguments give equal records with equal ids, and the records it
+returns already agree with each other the way registration requires (same run, same
+candidate, an applicable decision, slot ownership).
 
 Names and sharing: a slot's ``name`` is its ``logical_slot`` (its observation slots are
 ``<name>/result`` and ``<name>/checkpoint-<i>``), so distinct names give distinct slot ids.
@@ -23,21 +22,17 @@ import hashlib
 
 import attrs
 from runstore.canonical import JSON
+from runstore.enums import ArtifactKind, Completion, ExecutionKind, ObservationSlotKind, SlotRole
+from runstore.identity import run_attempt_id
 from runstore.records import (
     ApplicabilityDecision,
-    ArtifactKind,
     ArtifactRegistration,
     AttemptSlot,
-    Completion,
-    ExecutionKind,
-    LeaseRequest,
     Observation,
     ObservationSlot,
-    ObservationSlotKind,
     ResolvedRun,
-    SlotRole,
-    run_attempt_id,
 )
+from runstore.requests import LeaseRequest
 
 CANDIDATE = "candidate"
 PROBLEM = "problem"
@@ -99,7 +94,7 @@ class OneShot:
 @attrs.frozen(kw_only=True)
 class Slots:
     """A decision, its run, an attempt slot of any kind and the observation slots it owns:
-    the arguments of a general slot registration (``register_slots`` in the model)."""
+    the arguments of a general slot registration (``register_slots``)."""
 
     candidate: ApplicabilityDecision
     run: ResolvedRun

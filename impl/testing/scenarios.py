@@ -1,11 +1,11 @@
-"""Named scenarios (rendered by :mod:`runstore.model.trace`) and the fixtures they and the
-model's tests build on.
+"""Named model scenarios (rendered as the transcripts under ``vectors/traces/`` by
+:mod:`runstore.testing.trace`) and the transcript helpers they and the model's tests share.
 
-Rules of this file: fixtures are deterministic values built by :mod:`runstore.testing`
-(pure record construction, no I/O; digests are SHA-256 of a label); each scenario is a
-function of a :class:`~runstore.model.trace.Transcript` whose docstring is the
-transcript's title. Changing a scenario changes a committed transcript: regenerate
-with ``python -m runstore.model.trace --all``.
+Rules of this file: each scenario is a function of a
+:class:`~runstore.testing.trace.Transcript` whose docstring is the transcript's title; its
+fixtures come from :mod:`runstore.testing.fixtures` (pure record construction; digests are
+SHA-256 of a label). Changing a scenario changes a committed transcript: regenerate with
+``tools/regen``.
 """
 
 from __future__ import annotations
@@ -13,87 +13,40 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
-from runstore import testing
-from runstore.model import attempts, finalization, recovery, registration, staging
-from runstore.model.trace import Transcript
-from runstore.records import (
+from runstore.enums import ArtifactKind, AttemptState, Completion, ExecutionKind
+from runstore.model import (
+    attempts,
+    finalization,
+    leases,
+    observations,
+    publication,
+    recovery,
+    registration,
+)
+from runstore.receipts import ClaimDisposition, OwnedAttempt
+from runstore.records import ObservationSlot
+from runstore.requests import (
     Accepted,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    ClaimDisposition,
-    Completion,
-    ExecutionKind,
     Failed,
     FirstAttempt,
-    LeaseRequest,
     Next,
-    Observation,
-    ObservationSlot,
-    OwnedAttempt,
     Retry,
     RetryAuthorization,
-    SlotRole,
     Superseded,
     TerminalOutcome,
 )
-
-OWNER = "owner-a"
-"""The owner token of the scenarios' leases unless they name another."""
-OTHER_OWNER = "owner-b"
-"""A second owner token: a contender's, or a forged guard's."""
-STAGE = "artifacts/.staging-0"
-
-EXECUTION_PATH = (
-    AttemptState.MATERIALIZING,
-    AttemptState.STARTING,
-    AttemptState.PREPARING,
-    AttemptState.EXECUTING,
+from runstore.testing.fixtures import (
+    EXECUTION_PATH,
+    OTHER_OWNER,
+    OWNER,
+    STAGE,
+    SlotFixture,
+    artifact,
+    lease,
+    observation,
+    slot_fixture,
 )
-
-SlotFixture = testing.Slots
-"""A decision, its run, one attempt slot and the observation slots it owns (the decision is
-its ``candidate``)."""
-
-digest = testing.digest
-
-
-def artifact(kind: ArtifactKind, label: str, verified_at_ns: int = 0) -> ArtifactRegistration:
-    """:func:`runstore.testing.artifact`: content digest ``digest(label)``."""
-    return testing.artifact(kind, label, verified_at_ns=verified_at_ns)
-
-
-def lease(lease_id: str, expires_at_ns: int, owner: str = OWNER) -> LeaseRequest:
-    """A lease request with exactly this id and owner token (a guard's ``owner_token`` gives
-    a lease of its owner). Unlike :func:`runstore.testing.lease` it derives nothing: the
-    model's and the writer's tests address leases by these literal ids."""
-    return LeaseRequest(lease_id=lease_id, owner_token=owner, expires_at_ns=expires_at_ns)
-
-
-def slot_fixture(
-    kind: ExecutionKind = ExecutionKind.ONE_SHOT,
-    role: SlotRole = SlotRole.MEASUREMENT,
-    checkpoints: int = 2,
-    name: str = "main",
-) -> SlotFixture:
-    """:func:`runstore.testing.slots`: one result slot for one-shot and fresh-observation
-    measurements, ``checkpoints`` checkpoint slots for a stream, none for a warm-up. Every
-    fixture is in the one run of :func:`runstore.testing.decision`."""
-    return testing.slots(name, kind=kind, role=role, checkpoints=checkpoints)
-
-
-def observation(
-    slot: ObservationSlot,
-    guard: OwnedAttempt,
-    *,
-    valid: bool = True,
-    completion: Completion = Completion.REACHED,
-    score: int = 1,
-) -> Observation:
-    """An observation of ``guard``'s attempt for ``slot`` with result ``{"score": score}``."""
-    return testing.observation(
-        slot, guard.attempt_id, valid=valid, completion=completion, result={"score": score}
-    )
+from runstore.testing.trace import Transcript
 
 
 def run_to(
@@ -175,7 +128,7 @@ def observe(
     """``register_observation`` of an observation of ``guard``'s attempt for ``slot``,
     published as the observation artifact ``label``."""
     return t.do(
-        finalization.register_observation,
+        observations.register_observation,
         guard=guard,
         observation=observation(slot, guard, valid=valid, completion=completion, score=score),
         artifact=artifact(ArtifactKind.OBSERVATION, label),
@@ -220,16 +173,18 @@ def happy_path_accepted(t: Transcript) -> None:
     )
     guard = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0"))
     guard = run_to(t, guard, EXECUTION_PATH, 1_100)
-    t.do(staging.begin_staging, guard=guard, lease_id="stage-0", staging_path=STAGE, now_ns=1_200)
+    t.do(
+        publication.begin_staging, guard=guard, lease_id="stage-0", staging_path=STAGE, now_ns=1_200
+    )
     dataset = artifact(ArtifactKind.DATASET, "dataset")
     t.do(
-        staging.publish_staged_artifact,
+        publication.publish_staged_artifact,
         guard=guard,
         staging_lease_id="stage-0",
         artifact=dataset,
         now_ns=1_300,
     )
-    t.do(attempts.renew, guard=guard, expires_at_ns=20_000, now_ns=1_400)
+    t.do(leases.renew, guard=guard, expires_at_ns=20_000, now_ns=1_400)
     guard = run_to(t, guard, (AttemptState.VALIDATING, AttemptState.EVALUATING), 1_500)
     guard = claimed(finalize(t, guard, "claim-0", expires=20_000, now=1_600))
     observe(t, guard, fixture.observation_slots[0], "result-0", now=1_700)
@@ -310,7 +265,7 @@ def stale_revision_refused(t: Transcript) -> None:
     first = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0"))
     t.do(attempts.advance, guard=first, phase=AttemptState.MATERIALIZING, now_ns=1_100)
     t.do(attempts.advance, guard=first, phase=AttemptState.MATERIALIZING, now_ns=1_200)
-    t.do(attempts.renew, guard=first, expires_at_ns=20_000, now_ns=1_300)
+    t.do(leases.renew, guard=first, expires_at_ns=20_000, now_ns=1_300)
     foreign = attrs.evolve(first, owner_token=OTHER_OWNER)
     t.do(attempts.advance, guard=foreign, phase=AttemptState.STARTING, now_ns=1_400)
 
@@ -325,7 +280,7 @@ def expired_lease_refused_at_exact_expiry(t: Transcript) -> None:
         t.do(attempts.advance, guard=guard, phase=AttemptState.MATERIALIZING, now_ns=1_999)
     )
     t.do(attempts.advance, guard=guard, phase=AttemptState.STARTING, now_ns=2_000)
-    t.do(attempts.renew, guard=guard, expires_at_ns=3_000, now_ns=2_000)
+    t.do(leases.renew, guard=guard, expires_at_ns=3_000, now_ns=2_000)
     finalize(t, guard, "claim-0", expires=3_000, now=2_000)
 
 
@@ -340,7 +295,7 @@ def backward_clock_clamped(t: Transcript) -> None:
     )
     guard = owned(t.do(attempts.advance, guard=guard, phase=AttemptState.STARTING, now_ns=500))
     for expiry in (2_400, 2_600, 3_500):
-        t.do(attempts.renew, guard=guard, expires_at_ns=expiry, now_ns=100)
+        t.do(leases.renew, guard=guard, expires_at_ns=expiry, now_ns=100)
 
 
 def stream_checkpoints_accepted(t: Transcript) -> None:

@@ -1,4 +1,5 @@
-"""The store's files on disk: where they are, what they must be, and who holds them.
+"""The store root on disk: the root's path checks, the store files it holds (database,
+sidecars, the initialization lock), and who holds their descriptors.
 
 Rules of this file: checks paths with ``lstat`` only (never opening the database or its
 sidecars, whose close would drop SQLite's POSIX locks held elsewhere in this process),

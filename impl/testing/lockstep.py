@@ -1,5 +1,5 @@
-"""One writer interface over the store and the model, so a scenario runs on either, and the
-one way to drive the two in lockstep.
+"""The lockstep kit: one writer interface over the store and the model, so a scenario runs
+on either, and the one way to drive the two in lockstep.
 
 Rules of this file: :class:`Writer` is the structural type of ``RunStore``'s writer methods;
 :class:`ModelWriter` implements it over the pure model, holding the current state and
@@ -16,28 +16,32 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from runstore import model as m
+from runstore.enums import AttemptState
 from runstore.errors import RunStoreError
+from runstore.receipts import ClaimDisposition, OwnedAttempt, TerminalAttempt
 from runstore.records import (
     ApplicabilityDecision,
     ArtifactRegistration,
     AttemptSlot,
-    AttemptState,
-    ClaimDisposition,
-    LeaseRequest,
     Observation,
     ObservationSlot,
-    OwnedAttempt,
     ResolvedRun,
-    RetryAuthorization,
-    TerminalAttempt,
-    TerminalOutcome,
 )
+from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
 
 T = TypeVar("T")
 
 
 class Writer(Protocol):
     """The writer methods a scenario may call (``RunStore`` has them all)."""
+
+    def register_slots(
+        self,
+        candidate: ApplicabilityDecision,
+        run: ResolvedRun,
+        attempt_slot: AttemptSlot,
+        observation_slots: Sequence[ObservationSlot],
+    ) -> str: ...
 
     def register_one_shot(
         self,
@@ -112,7 +116,6 @@ class ModelWriter:
         attempt_slot: AttemptSlot,
         observation_slots: Sequence[ObservationSlot],
     ) -> str:
-        """The model's general slot registration (the store has no public counterpart)."""
         return self._apply(
             m.register_slots(self.state, candidate, run, attempt_slot, observation_slots)
         )

@@ -1,0 +1,92 @@
+"""Refusals that depend only on an operation's arguments: the membership shape of a slot
+registration and the reference list of a terminal commit.
+
+Rules of this file: value layer; pure functions of records and plain values that return the
+:class:`~runstore.errors.RunStoreError` the writer raises (the model turns it into a
+``Refusal``), or None. The writer (:mod:`runstore.registration`,
+:mod:`runstore.finalization`) and the model call these, so the argument rules exist once;
+what needs the database or the model's state (conflicts, unknown artifacts) stays with each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from runstore.enums import ExecutionKind, ObservationSlotKind, SlotRole
+from runstore.errors import InvalidRecordError, ObservationSlotMismatchError, RunStoreError
+from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
+
+FINAL_ROLE: Final = "final"
+"""The role name reserved for the final artifact; references may not use it."""
+
+
+def references_refusal(references: Sequence[tuple[str, str]]) -> RunStoreError | None:
+    """``invalid_record`` for a reference role that is empty or ``final``, or a repeated
+    ``(role, artifact_id)`` pair."""
+    if any(not role or role == FINAL_ROLE for role, _ in references):
+        return InvalidRecordError("reference roles must be nonempty and not 'final'")
+    if len(set(references)) != len(references):
+        return InvalidRecordError("a reference repeats an artifact within a role")
+    return None
+
+
+def one_shot_refusal(attempt_slot: AttemptSlot) -> RunStoreError | None:
+    """``invalid_record`` unless ``attempt_slot`` is a one-shot measurement (the only kind
+    ``register_one_shot`` takes)."""
+    if (attempt_slot.execution_kind, attempt_slot.role) != (
+        ExecutionKind.ONE_SHOT,
+        SlotRole.MEASUREMENT,
+    ):
+        return InvalidRecordError("register_one_shot needs a one-shot measurement")
+    return None
+
+
+def membership_refusal(
+    attempt_slot: AttemptSlot, observation_slots: Sequence[ObservationSlot]
+) -> RunStoreError | None:
+    """``invalid_record`` unless the observation slots have the shape the attempt slot's
+    kind needs: a warm-up owns none; a one-shot or fresh-observation measurement exactly one
+    result slot; a stream measurement one or more checkpoint slots with distinct checkpoint
+    indices. Logical slot names are distinct within the call."""
+    kinds = [slot.kind for slot in observation_slots]
+    if len({slot.logical_slot for slot in observation_slots}) != len(observation_slots):
+        return InvalidRecordError("observation slots repeat a logical slot")
+    if attempt_slot.role is SlotRole.WARMUP:
+        ok = not observation_slots
+    elif attempt_slot.execution_kind is ExecutionKind.STREAM:
+        indices = [slot.checkpoint_index for slot in observation_slots]
+        ok = bool(observation_slots) and set(kinds) == {ObservationSlotKind.CHECKPOINT}
+        ok = ok and len(set(indices)) == len(indices)
+    else:
+        ok = kinds == [ObservationSlotKind.RESULT]
+    if not ok:
+        return InvalidRecordError(
+            f"a {attempt_slot.role.value} {attempt_slot.execution_kind.value} slot cannot own "
+            f"observation slots of kinds {[kind.value for kind in kinds]}"
+        )
+    return None
+
+
+def registration_refusal(
+    candidate: ApplicabilityDecision,
+    run: ResolvedRun,
+    attempt_slot: AttemptSlot,
+    observation_slots: Sequence[ObservationSlot],
+) -> RunStoreError | None:
+    """The argument checks of a slot registration, in order: ``invalid_record`` (the
+    decision is an exclusion; the run does not resolve this decision and candidate; the
+    attempt slot is of another run), ``observation_slot_mismatch`` (an observation slot is
+    of another run or not owned by this attempt slot), then :func:`membership_refusal`."""
+    if not candidate.applicable:
+        return InvalidRecordError("an excluded decision cannot be resolved")
+    if (run.decision_id, run.candidate_id) != (candidate.id, candidate.candidate_id):
+        return InvalidRecordError("the run does not resolve this decision")
+    if attempt_slot.run_id != run.id:
+        return InvalidRecordError("the attempt slot belongs to another run")
+    for slot in observation_slots:
+        if (slot.run_id, slot.attempt_slot_id) != (run.id, attempt_slot.id):
+            return ObservationSlotMismatchError(
+                f"observation slot {slot.logical_slot} is not owned by this attempt slot"
+            )
+    return membership_refusal(attempt_slot, observation_slots)

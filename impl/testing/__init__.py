@@ -1,0 +1,69 @@
+"""runstore.testing: the public kit for testing against runstore, used by runstore's own
+conformance tests, crash simulator and tools alike.
+
+Importing this package loads only the value layer (never ``sqlite3`` or ``fcntl``): it
+exposes the record factories of :mod:`runstore.testing.factories` directly. The rest of the
+kit is imported by module, when needed:
+
+* :mod:`runstore.testing.factories`: consistent, valid records (decisions, runs, slots of
+  every kind, observations, artifact registrations, lease requests), all pure functions.
+* :mod:`runstore.testing.fixtures`: the owners, the usual execution path and literal-id
+  builders the project's own tests and scenarios share.
+* :mod:`runstore.testing.lockstep`: one ``Writer`` interface over the store and the model
+  (``ModelWriter``), and ``lockstep(model, store, call)``, which makes one call on both
+  and raises ``Diverged`` unless they agree (the same result, or the same refusal code).
+* :mod:`runstore.testing.projection`: the durable projection of a database file (read
+  through a fresh read-only connection) and of a model state, comparable with ``==``.
+* :mod:`runstore.testing.script`: writer call scripts as data (``Call``), played on any
+  ``Writer``; the crash campaigns and the event vectors are written in it.
+* :mod:`runstore.testing.trace` and :mod:`runstore.testing.scenarios`: the model's named
+  scenarios rendered as Markdown transcripts (``python -m runstore.testing.trace``).
+
+Example::
+
+    from runstore import RunStore, FirstAttempt
+    from runstore import testing
+
+    bundle = testing.one_shot("slot-1")
+    with RunStore.open(root) as store:
+        slot_id = store.register_one_shot(*bundle.arguments())
+        guard = store.reserve(slot_id, FirstAttempt(), testing.lease("a", expires_at_ns=t), now)
+"""
+
+from __future__ import annotations
+
+from runstore.testing.factories import (
+    CANDIDATE,
+    LOGICAL_SPEC,
+    PROBLEM,
+    OneShot,
+    Slots,
+    artifact,
+    decision,
+    digest,
+    lease,
+    observation,
+    one_shot,
+    resolved_run,
+    slots,
+    stream,
+    warmup,
+)
+
+__all__ = [
+    "CANDIDATE",
+    "LOGICAL_SPEC",
+    "PROBLEM",
+    "OneShot",
+    "Slots",
+    "artifact",
+    "decision",
+    "digest",
+    "lease",
+    "observation",
+    "one_shot",
+    "resolved_run",
+    "slots",
+    "stream",
+    "warmup",
+]

@@ -1,0 +1,73 @@
+"""Fixtures for the project's own tests, crash scenarios and model transcripts: the owners,
+the usual execution path, and thin builders over :mod:`runstore.testing.factories` whose
+lease ids are exactly the names given.
+
+Rules of this file: values only (no I/O, no store, no clock, no randomness), like the
+factories it builds on; every function is pure, so equal arguments give equal records.
+Unlike :func:`runstore.testing.factories.lease`, :func:`lease` derives nothing from its
+arguments: the model's and the writer's tests address leases by these literal ids.
+"""
+
+from __future__ import annotations
+
+from runstore.enums import ArtifactKind, AttemptState, Completion, ExecutionKind, SlotRole
+from runstore.receipts import OwnedAttempt
+from runstore.records import ArtifactRegistration, Observation, ObservationSlot
+from runstore.requests import LeaseRequest
+from runstore.testing import factories
+
+OWNER = "owner-a"
+"""The owner token of the scenarios' leases unless they name another."""
+OTHER_OWNER = "owner-b"
+"""A second owner token: a contender's, or a forged guard's."""
+STAGE = "artifacts/.staging-0"
+
+EXECUTION_PATH = (
+    AttemptState.MATERIALIZING,
+    AttemptState.STARTING,
+    AttemptState.PREPARING,
+    AttemptState.EXECUTING,
+)
+
+SlotFixture = factories.Slots
+"""A decision, its run, one attempt slot and the observation slots it owns (the decision is
+its ``candidate``)."""
+
+digest = factories.digest
+
+
+def artifact(kind: ArtifactKind, label: str, verified_at_ns: int = 0) -> ArtifactRegistration:
+    """:func:`runstore.testing.factories.artifact`: content digest ``digest(label)``."""
+    return factories.artifact(kind, label, verified_at_ns=verified_at_ns)
+
+
+def lease(lease_id: str, expires_at_ns: int, owner: str = OWNER) -> LeaseRequest:
+    """A lease request with exactly this id and owner token (a guard's ``owner_token`` gives
+    a lease of its owner)."""
+    return LeaseRequest(lease_id=lease_id, owner_token=owner, expires_at_ns=expires_at_ns)
+
+
+def slot_fixture(
+    kind: ExecutionKind = ExecutionKind.ONE_SHOT,
+    role: SlotRole = SlotRole.MEASUREMENT,
+    checkpoints: int = 2,
+    name: str = "main",
+) -> SlotFixture:
+    """:func:`runstore.testing.factories.slots`: one result slot for one-shot and
+    fresh-observation measurements, ``checkpoints`` checkpoint slots for a stream, none for
+    a warm-up. Every fixture is in the one run of ``factories.decision()``."""
+    return factories.slots(name, kind=kind, role=role, checkpoints=checkpoints)
+
+
+def observation(
+    slot: ObservationSlot,
+    guard: OwnedAttempt,
+    *,
+    valid: bool = True,
+    completion: Completion = Completion.REACHED,
+    score: int = 1,
+) -> Observation:
+    """An observation of ``guard``'s attempt for ``slot`` with result ``{"score": score}``."""
+    return factories.observation(
+        slot, guard.attempt_id, valid=valid, completion=completion, result={"score": score}
+    )

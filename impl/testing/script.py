@@ -1,0 +1,186 @@
+"""Writer call scripts as data: one :class:`Call` per writer method call, played on any
+:class:`~runstore.testing.lockstep.Writer` (a ``RunStore`` or the model's ``ModelWriter``).
+
+Rules of this file: values and deterministic functions only, no I/O. A call names the
+writer method (``operation``), its keyword arguments as values, and for the guarded
+operations the *handle* of the attempt it acts on: guards flow between calls through a
+context dict (handle -> the attempt's latest guard), because a guard only exists once the
+call that returns it has run. The crash campaigns (:mod:`runstore.crashsim.scenarios`) and
+the event vectors (``tools/vectors/events.py``) are written in this one type, and both
+check a script by playing it through :func:`runstore.testing.lockstep.lockstep`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+from runstore.enums import AttemptState
+from runstore.receipts import ClaimDisposition, OwnedAttempt
+from runstore.records import (
+    ApplicabilityDecision,
+    ArtifactRegistration,
+    AttemptSlot,
+    Observation,
+    ObservationSlot,
+    ResolvedRun,
+)
+from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
+from runstore.testing.lockstep import Writer
+
+Context = dict[str, OwnedAttempt]
+"""Handle -> the latest guard of that attempt."""
+
+GUARDED: Final = frozenset(
+    {"advance", "renew", "begin_finalization", "register_observation", "commit_finalization"}
+)
+"""The operations whose first argument is a guard (``attempt``), taken from the context."""
+
+OPERATIONS: Final = GUARDED | {"register_slots", "register_one_shot", "reserve"}
+
+
+@attrs.frozen
+class Call:
+    """One writer call. ``arguments`` are the method's keyword arguments except the guard;
+    ``attempt`` is the handle of the guard a guarded call uses, or for ``reserve`` the
+    handle the new attempt's guard is kept under (None for registrations)."""
+
+    name: str
+    operation: str = attrs.field(validator=attrs.validators.in_(OPERATIONS))
+    arguments: Mapping[str, Any]
+    attempt: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.attempt is None) == (self.operation in GUARDED or self.operation == "reserve"):
+            raise ValueError(f"{self.name}: only reserve and guarded calls name an attempt")
+
+    def apply(self, writer: Writer, context: Context) -> object:
+        """Make the call on ``writer`` and return its result. A guard it returns (directly,
+        or in a claim disposition) replaces the handle's guard in ``context``."""
+        method = getattr(writer, self.operation)
+        if self.operation in GUARDED:
+            assert self.attempt is not None
+            result = method(attempt=context[self.attempt], **self.arguments)
+        else:
+            result = method(**self.arguments)
+        guard = result.attempt if isinstance(result, ClaimDisposition) else result
+        if self.attempt is not None and isinstance(guard, OwnedAttempt):
+            context[self.attempt] = guard
+        return result
+
+
+def play(calls: Sequence[Call], writer: Writer, context: Context | None = None) -> list[object]:
+    """Apply each call in order; returns their results."""
+    context = {} if context is None else context
+    return [call.apply(writer, context) for call in calls]
+
+
+# --- builders: one per writer method, named after it ---------------------------------------
+
+
+def register_slots(
+    candidate: ApplicabilityDecision,
+    run: ResolvedRun,
+    attempt_slot: AttemptSlot,
+    observation_slots: Sequence[ObservationSlot],
+    *,
+    name: str = "register_slots",
+) -> Call:
+    return Call(
+        name,
+        "register_slots",
+        {
+            "candidate": candidate,
+            "run": run,
+            "attempt_slot": attempt_slot,
+            "observation_slots": tuple(observation_slots),
+        },
+    )
+
+
+def register_one_shot(
+    candidate: ApplicabilityDecision,
+    run: ResolvedRun,
+    attempt_slot: AttemptSlot,
+    observation_slot: ObservationSlot,
+    *,
+    name: str = "register_one_shot",
+) -> Call:
+    return Call(
+        name,
+        "register_one_shot",
+        {
+            "candidate": candidate,
+            "run": run,
+            "attempt_slot": attempt_slot,
+            "observation_slot": observation_slot,
+        },
+    )
+
+
+def reserve(
+    attempt: str,
+    slot_id: str,
+    authorization: RetryAuthorization,
+    lease: LeaseRequest,
+    now_ns: int,
+    *,
+    name: str | None = None,
+) -> Call:
+    arguments = {"slot_id": slot_id, "authorization": authorization, "lease": lease}
+    return Call(name or f"reserve {attempt}", "reserve", {**arguments, "now_ns": now_ns}, attempt)
+
+
+def advance(attempt: str, phase: AttemptState, now_ns: int, *, name: str | None = None) -> Call:
+    label = name or f"advance {attempt} to {phase.value}"
+    return Call(label, "advance", {"phase": phase, "now_ns": now_ns}, attempt)
+
+
+def renew(attempt: str, expires_at_ns: int, now_ns: int, *, name: str | None = None) -> Call:
+    arguments = {"expires_at_ns": expires_at_ns, "now_ns": now_ns}
+    return Call(name or f"renew {attempt}", "renew", arguments, attempt)
+
+
+def begin_finalization(
+    attempt: str, lease: LeaseRequest, now_ns: int, *, name: str | None = None
+) -> Call:
+    label = name or f"begin_finalization {attempt}"
+    return Call(label, "begin_finalization", {"lease": lease, "now_ns": now_ns}, attempt)
+
+
+def register_observation(
+    attempt: str,
+    observation: Observation,
+    artifact: ArtifactRegistration,
+    select: bool,
+    now_ns: int,
+    *,
+    name: str | None = None,
+) -> Call:
+    selected = "selected" if select else "unselected"
+    arguments = {"observation": observation, "artifact": artifact, "select": select}
+    return Call(
+        name or f"register_observation {attempt} {selected}",
+        "register_observation",
+        {**arguments, "now_ns": now_ns},
+        attempt,
+    )
+
+
+def commit_finalization(
+    attempt: str,
+    outcome: TerminalOutcome,
+    artifact: ArtifactRegistration,
+    references: Sequence[tuple[str, str]],
+    now_ns: int,
+    *,
+    name: str | None = None,
+) -> Call:
+    arguments = {"outcome": outcome, "artifact": artifact, "references": tuple(references)}
+    return Call(
+        name or f"commit_finalization {attempt} {outcome.state.value}",
+        "commit_finalization",
+        {**arguments, "now_ns": now_ns},
+        attempt,
+    )
