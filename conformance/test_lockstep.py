@@ -1,4 +1,4 @@
-"""The shared lockstep of ``runstore.crashsim.writers`` has teeth: the writer tests, the
+"""The shared lockstep of ``runstore.testing.lockstep`` has teeth: the writer tests, the
 stateful test, the crash continuation and the vector generator all rely on it to notice a
 disagreement between the store and the model."""
 

@@ -187,7 +187,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
     # --- lockstep -------------------------------------------------------------------------
 
     def _lockstep(self, store: RunStore, call: Callable[[Writer], Any]) -> Any:
-        """:func:`~runstore.crashsim.writers.lockstep`: the same result, or the same refusal
+        """:func:`~runstore.testing.lockstep.lockstep`: the same result, or the same refusal
         code with the model's state object unchanged. Returns the result, or None after a
         refusal."""
         try:

@@ -5,8 +5,8 @@ incomplete observation; an invalid observation cannot be selected (``invalid_rec
 a successful retry keeps an earlier attempt's selection; a stream retains its selected
 checkpoints across attempts; a warm-up is accepted with no membership at all.
 
-Stream and warm-up slots are registered through the store's private connection (see
-``writer_world.insert_slots``): there is no public registration for them yet.
+Stream, fresh-observation and warm-up slots are registered with the public
+``register_slots``, in lockstep with the model.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Shared helpers for the writer's spec tests (``conformance/test_writer_*.py``).
 
 A :class:`World` is one real store on a fresh root driven in lockstep with the reference
-model through :mod:`runstore.crashsim.writers` (its ``ModelWriter`` and ``lockstep``):
+model through :mod:`runstore.testing.lockstep` (its ``ModelWriter`` and ``lockstep``):
 every writer call is made on both, and the store's result (or refusal code) must equal
 the model's. Durable state is always read through a fresh read-only connection on
 ``store.database_path``, never the writer's own connection.
@@ -10,10 +10,8 @@ the model's. Durable state is always read through a fresh read-only connection o
 own ``RunStore`` handle, released together by a barrier so that they race for the write
 lock.
 
-Stream and warm-up slots have no public registration yet (``register_one_shot`` only
-takes one-shot measurements), so :func:`insert_slots` writes their rows through the
-store's private connection, mirroring ``runstore.registration``; the model registers the
-same records with ``register_slots``.
+Every slot is registered through the public writer in lockstep: one-shot measurements with
+``register_one_shot``, every other kind with ``register_slots``.
 """
 
 from __future__ import annotations
@@ -47,8 +45,6 @@ from runstore import (
     SlotRole,
     TerminalAttempt,
     TerminalOutcome,
-    canonical,
-    sql,
 )
 from runstore import model as m
 from runstore.testing import fixtures as sc
@@ -69,77 +65,6 @@ def read(database_path: str, query: str, params: Sequence[object] = ()) -> list[
         return [tuple(row) for row in connection.execute(query, params)]
     finally:
         connection.close()
-
-
-def insert_slots(store: RunStore, fixture: sc.SlotFixture) -> None:
-    """Write a fixture's decision, run, attempt slot, observation slots and memberships
-    through the store's private connection, in one immediate transaction.
-
-    There is no public registration for stream and warm-up slots yet, so this mirrors the
-    INSERTs of ``runstore.registration`` for them (test-only)."""
-    connection = store._require_connection()
-
-    def document(value: Any) -> str:
-        return canonical.encode(value.to_json()).decode("utf-8")
-
-    def exists(table: str, record_id: str) -> bool:
-        return bool(sql.execute(connection, f"SELECT 1 FROM {table} WHERE id = ?", (record_id,)))
-
-    decision, run, slot = fixture.candidate, fixture.run, fixture.attempt_slot
-    with sql.immediate_transaction(connection):
-        if not exists("applicability_decisions", decision.id):
-            sql.execute(
-                connection,
-                "INSERT INTO applicability_decisions (id, candidate_id, problem_id, applicable, "
-                "record_json) VALUES (?, ?, ?, ?, ?)",
-                (
-                    decision.id,
-                    decision.candidate_id,
-                    decision.problem_id,
-                    int(decision.applicable),
-                    document(decision),
-                ),
-            )
-        if not exists("resolved_runs", run.id):
-            sql.execute(
-                connection,
-                "INSERT INTO resolved_runs (id, logical_spec_id, decision_id, candidate_id, "
-                "applicable, record_json) VALUES (?, ?, ?, ?, 1, ?)",
-                (run.id, run.logical_spec_id, run.decision_id, run.candidate_id, document(run)),
-            )
-        sql.execute(
-            connection,
-            "INSERT INTO attempt_slots (id, run_id, logical_slot, execution_kind, role, "
-            "record_json) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                slot.id,
-                slot.run_id,
-                slot.logical_slot,
-                slot.execution_kind.value,
-                slot.role.value,
-                document(slot),
-            ),
-        )
-        for member in fixture.observation_slots:
-            sql.execute(
-                connection,
-                "INSERT INTO observation_slots (id, run_id, logical_slot, kind, "
-                "checkpoint_index, record_json) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    member.id,
-                    member.run_id,
-                    member.logical_slot,
-                    member.kind.value,
-                    member.checkpoint_index,
-                    document(member),
-                ),
-            )
-            sql.execute(
-                connection,
-                "INSERT INTO attempt_observation_slots (observation_slot_id, attempt_slot_id, "
-                "run_id) VALUES (?, ?, ?)",
-                (member.id, slot.id, run.id),
-            )
 
 
 class World:
@@ -168,16 +93,13 @@ class World:
         return lockstep(self.model, self.store if store is None else store, call)
 
     def register(self, fixture: sc.SlotFixture) -> str:
-        """Register a fixture: one-shot measurements publicly, other slots through
-        :func:`insert_slots`."""
+        """Register a fixture in lockstep: a one-shot measurement with
+        ``register_one_shot``, any other slot with ``register_slots``."""
         slot = fixture.attempt_slot
         if (slot.execution_kind, slot.role) == (ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT):
             args = (fixture.candidate, fixture.run, slot, fixture.observation_slots[0])
             return self.lockstep(lambda w: w.register_one_shot(*args))
-        result = self.model.register_slots(*fixture.arguments())
-        assert result == slot.id, result
-        insert_slots(self.store, fixture)
-        return slot.id
+        return self.lockstep(lambda w: w.register_slots(*fixture.arguments()))
 
     def reserve(
         self, slot_id: str, authorization: RetryAuthorization, lease: LeaseRequest, now: int

@@ -2,7 +2,7 @@
 
 Rules of this file: string-valued enums only, no behaviour. The values are normative (they
 appear in SQL columns, record documents and event payloads; SPEC.md sections 4 and 5). The legal
-edges between attempt states live in the model, not here.
+edges between attempt states live in :mod:`runstore.edges`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Final
 
 
 class AttemptState(enum.StrEnum):
-    """The state of an attempt; the legal edges live in the model."""
+    """The state of an attempt; the legal edges are :mod:`runstore.edges`."""
 
     RESERVED = "reserved"
     MATERIALIZING = "materializing"

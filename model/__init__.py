@@ -20,7 +20,6 @@ changes of each operation, which the lockstep tests compare with the writer's SQ
 from __future__ import annotations
 
 from runstore import errors
-from runstore.edges import EXECUTION_EDGES, LEGAL_EDGES
 from runstore.model.attempts import advance, reserve
 from runstore.model.finalization import acceptance_refusal, begin_finalization, commit_finalization
 from runstore.model.leases import renew
@@ -60,9 +59,7 @@ MODEL_REFUSAL_CODES: frozenset[str] = frozenset(
 """Every refusal code a model operation can return."""
 
 __all__ = [
-    "EXECUTION_EDGES",
     "INTERRUPTED_ATTEMPT",
-    "LEGAL_EDGES",
     "MODEL_REFUSAL_CODES",
     "ModelState",
     "Recoverable",

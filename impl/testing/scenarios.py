@@ -2,7 +2,7 @@
 :mod:`runstore.testing.trace`) and the transcript helpers they and the model's tests share.
 
 Rules of this file: each scenario is a function of a
-:class:`~runstore.testing.trace.Transcript` whose docstring is the transcript's title; its
+:class:`~runstore.testing.transcript.Transcript` whose docstring is the transcript's title; its
 fixtures come from :mod:`runstore.testing.fixtures` (pure record construction; digests are
 SHA-256 of a label). Changing a scenario changes a committed transcript: regenerate with
 ``tools/regen``.
@@ -46,7 +46,7 @@ from runstore.testing.fixtures import (
     observation,
     slot_fixture,
 )
-from runstore.testing.trace import Transcript
+from runstore.testing.transcript import Transcript
 
 
 def run_to(

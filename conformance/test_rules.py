@@ -1,0 +1,67 @@
+"""The shared leaf rules of the value layer (``runstore.edges``, ``runstore.rules``): the
+legal edges are the contract's edges, advance takes exactly the execution edges, and the
+rules return typed refusals. Both the model and the writer call these; CrossHair verifies
+their contracts in the test command.
+"""
+
+from __future__ import annotations
+
+from runstore import (
+    AttemptState,
+    edges,
+    errors,
+    rules,
+)
+from runstore.edges import LEGAL_EDGES
+
+# --- edges -----------------------------------------------------------------------------
+
+
+def test_legal_edges_are_the_contract_edges() -> None:
+    phases = [
+        "reserved",
+        "materializing",
+        "starting",
+        "preparing",
+        "executing",
+        "checkpointing",
+        "validating",
+        "evaluating",
+    ]
+    expected = {
+        ("reserved", "materializing"),
+        ("materializing", "starting"),
+        ("starting", "preparing"),
+        ("preparing", "executing"),
+        ("executing", "checkpointing"),
+        ("checkpointing", "validating"),
+        ("validating", "evaluating"),
+        ("executing", "validating"),
+        ("evaluating", "executing"),
+        *((phase, "finalizing") for phase in phases),
+        *(("finalizing", end) for end in ("accepted", "censored", "superseded", "failed")),
+    }
+    assert expected == LEGAL_EDGES
+    assert set(AttemptState) == set(edges.ALL_STATES)
+    assert set(edges.TERMINAL_ORDER) == {"accepted", "censored", "superseded", "failed"}
+
+
+def test_advance_takes_every_execution_edge_and_nothing_else() -> None:
+    for source in AttemptState:
+        for target in AttemptState:
+            legal = (source.value, target.value) in edges.EXECUTION_EDGES
+            assert legal == (
+                (source.value, target.value) in LEGAL_EDGES
+                and target.value not in ("finalizing", *edges.TERMINAL_ORDER)
+            )
+
+
+def test_refusals_in_rules_are_typed_errors() -> None:
+    assert type(rules.lease_refusal("a lease", 10, False, 10)) is errors.LeaseExpiredError
+    assert type(rules.lease_refusal("a lease", 10, True, 0)) is errors.LeaseReleasedError
+    assert rules.lease_refusal("a lease", 10, False, 9) is None
+    assert type(rules.renewal_refusal(5, 10, 1)) is errors.RenewalShortensError
+    assert type(rules.renewal_refusal(1, 10, 1)) is errors.ExpiryNotAfterNowError
+    assert rules.retry_refusal(1, False, 0, 0) is errors.RetryBoundExceededError
+    assert rules.retry_refusal(1, True, None, None) is errors.RetryNotAuthorizedError
+    assert type(rules.expiry_refusal(5, 5)) is errors.ExpiryNotAfterNowError
