@@ -6,6 +6,7 @@ their contracts in the test command.
 
 from __future__ import annotations
 
+import pytest
 from runstore import (
     AttemptState,
     edges,
@@ -65,3 +66,21 @@ def test_refusals_in_rules_are_typed_errors() -> None:
     assert rules.retry_refusal(1, False, 0, 0) is errors.RetryBoundExceededError
     assert rules.retry_refusal(1, True, None, None) is errors.RetryNotAuthorizedError
     assert type(rules.expiry_refusal(5, 5)) is errors.ExpiryNotAfterNowError
+
+
+@pytest.mark.parametrize(
+    ("held", "claim", "now", "cause"),
+    [
+        ((10, False), None, 9, None),
+        ((10, False), None, 10, "reservation_expired"),
+        ((10, True), (20, False), 0, "reservation_released"),
+        ((10, False), (20, True), 0, "claim_released"),
+        ((30, False), (20, False), 20, "claim_expired"),
+        ((30, False), (20, False), 19, None),
+    ],
+)
+def test_recovery_cause_names_the_first_lost_authority(
+    held: tuple[int, bool], claim: tuple[int, bool] | None, now: int, cause: str | None
+) -> None:
+    claim_until, claim_released = claim if claim is not None else (None, False)
+    assert rules.recovery_cause(*held, claim_until, claim_released, now) == cause

@@ -8,7 +8,7 @@ hands back (the ``OwnedAttempt`` guard and the receipts) lives in :mod:`runstore
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeAlias
+from typing import ClassVar, Final, TypeAlias
 
 import attrs
 from runstore.canonical import JSON, decode_object
@@ -105,3 +105,15 @@ class Failed:
 
 
 TerminalOutcome: TypeAlias = Accepted | Censored | Superseded | Failed
+
+
+INTERRUPTED_ATTEMPT: Final = "interrupted_attempt"
+"""The failure code recovery commits for an attempt without an importable outcome."""
+
+
+def interrupted_outcome(cause: str, interrupted_state: AttemptState) -> Failed:
+    """The outcome recovery commits: ``Failed(code="interrupted_attempt")`` whose details
+    name the cause (a :func:`runstore.rules.recovery_cause`) and the state the attempt was
+    interrupted in."""
+    details: dict[str, JSON] = {"cause": cause, "interrupted_state": interrupted_state.value}
+    return Failed(code=INTERRUPTED_ATTEMPT, details=details)

@@ -180,6 +180,40 @@ def expiry_refusal(expires_at_ns: int, now_ns: int) -> RunStoreError | None:
     return None
 
 
+RESERVATION_RELEASED: Final = "reservation_released"
+RESERVATION_EXPIRED: Final = "reservation_expired"
+CLAIM_RELEASED: Final = "claim_released"
+CLAIM_EXPIRED: Final = "claim_expired"
+
+
+def recovery_cause(
+    held_until: int, held_released: bool, claim_until: int | None, claim_released: bool, now: int
+) -> str | None:
+    """Why a nonterminal attempt is recoverable at ``now`` (already clamped), or None while
+    its owner keeps authority: the first of ``reservation_released``, ``reservation_expired``
+    (its reservation lease expires at ``held_until``), ``claim_released``, ``claim_expired``
+    (the lease of the claim it holds expires at ``claim_until``, None when it holds no
+    claim). Expiry is exclusive.
+
+    post: implies(__return__ is None, lease_live(held_until, held_released, now))
+    post: implies(held_released, __return__ == "reservation_released")
+    post: implies(claim_until is None and not held_released, __return__ != "claim_expired")
+    post: implies(__return__ is None and claim_until is not None, now < claim_until)
+    post: implies(__return__ is None, not claim_released or claim_until is None)
+    """
+    if held_released:
+        return RESERVATION_RELEASED
+    if not lease_live(held_until, False, now):
+        return RESERVATION_EXPIRED
+    if claim_until is None:
+        return None
+    if claim_released:
+        return CLAIM_RELEASED
+    if not lease_live(claim_until, False, now):
+        return CLAIM_EXPIRED
+    return None
+
+
 def implies(premise: bool, conclusion: bool) -> bool:
     """Material implication, for the contracts above."""
     return (not premise) or conclusion

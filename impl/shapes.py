@@ -20,6 +20,9 @@ from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot
 FINAL_ROLE: Final = "final"
 """The role name reserved for the final artifact; references may not use it."""
 
+LEASED_ROOT_ROLE: Final = "leased_root"
+"""The reference role under which a recovered failure retains its leases' artifact roots."""
+
 
 def references_refusal(references: Sequence[tuple[str, str]]) -> RunStoreError | None:
     """``invalid_record`` for a reference role that is empty or ``final``, or a repeated

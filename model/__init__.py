@@ -25,9 +25,10 @@ from runstore.model.finalization import acceptance_refusal, begin_finalization, 
 from runstore.model.leases import renew
 from runstore.model.observations import register_observation
 from runstore.model.publication import begin_staging, publish_staged_artifact
-from runstore.model.recovery import INTERRUPTED_ATTEMPT, Recoverable, recover, recoverable
+from runstore.model.recovery import Recoverable, recover, recoverable
 from runstore.model.registration import register_one_shot, register_slots
 from runstore.model.state import ModelState, Refusal
+from runstore.requests import INTERRUPTED_ATTEMPT
 
 MODEL_REFUSAL_CODES: frozenset[str] = frozenset(
     error.code

@@ -12,27 +12,16 @@ from collections.abc import Mapping
 
 import attrs
 from runstore import payloads, rules
-from runstore.canonical import JSON
 from runstore.enums import TERMINAL_STATES, ArtifactKind, AttemptState
 from runstore.errors import InvalidRecordError, UnknownArtifactError
 from runstore.model.artifacts import with_artifact
 from runstore.model.attempts import transition
 from runstore.model.finalization import finish
-from runstore.model.state import LeaseRow, ModelState, Refusal, refuse, refused
+from runstore.model.state import ModelState, Refusal, refuse, refused
 from runstore.receipts import TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Failed
-
-INTERRUPTED_ATTEMPT = "interrupted_attempt"
-"""The failure code recovery commits for an attempt without an importable outcome."""
-
-LEASED_ROOT_ROLE = "leased_root"
-"""The reference role under which a recovered failure retains its leases' artifact roots."""
-
-RESERVATION_RELEASED = "reservation_released"
-RESERVATION_EXPIRED = "reservation_expired"
-CLAIM_RELEASED = "claim_released"
-CLAIM_EXPIRED = "claim_expired"
+from runstore.requests import interrupted_outcome
+from runstore.shapes import LEASED_ROOT_ROLE
 
 
 @attrs.frozen(kw_only=True)
@@ -41,14 +30,6 @@ class Recoverable:
 
     attempt_id: str
     cause: str
-
-
-def _lost(lease: LeaseRow, now_ns: int, released: str, expired: str) -> str | None:
-    if lease.released_at_ns is not None:
-        return released
-    if not rules.lease_live(lease.expires_at_ns, False, now_ns):
-        return expired
-    return None
 
 
 def recoverable(state: ModelState, t_ns: int) -> tuple[Recoverable, ...]:
@@ -62,22 +43,19 @@ def recoverable(state: ModelState, t_ns: int) -> tuple[Recoverable, ...]:
         if attempt.state in TERMINAL_STATES:
             continue
         now = rules.effective_now(t_ns, attempt.updated_at_ns)
-        cause = _lost(
-            state.reservation_lease(attempt.id), now, RESERVATION_RELEASED, RESERVATION_EXPIRED
-        )
+        reservation = state.reservation_lease(attempt.id)
         claim = state.owned_claim(attempt.id)
-        if cause is None and claim is not None:
-            cause = _lost(state.leases[claim.lease_id], now, CLAIM_RELEASED, CLAIM_EXPIRED)
+        claim_lease = None if claim is None else state.leases[claim.lease_id]
+        cause = rules.recovery_cause(
+            reservation.expires_at_ns,
+            reservation.released_at_ns is not None,
+            None if claim_lease is None else claim_lease.expires_at_ns,
+            claim_lease is not None and claim_lease.released_at_ns is not None,
+            now,
+        )
         if cause is not None:
             found.append(Recoverable(attempt_id=attempt.id, cause=cause))
     return tuple(found)
-
-
-def interrupted_outcome(cause: str, interrupted_state: AttemptState) -> Failed:
-    """The outcome recovery commits: ``Failed(code="interrupted_attempt")`` whose details
-    name the cause and the state the attempt was interrupted in."""
-    details: dict[str, JSON] = {"cause": cause, "interrupted_state": interrupted_state.value}
-    return Failed(code=INTERRUPTED_ATTEMPT, details=details)
 
 
 def recover(
@@ -88,7 +66,7 @@ def recover(
 
     For each attempt in id order, at ``max(t_ns, attempt.updated_at_ns)``: move to
     finalizing if it is not there yet (an ``attempt_finalizing`` event without a ``claim``
-    key), then commit :func:`interrupted_outcome` as ``commit_finalization`` does
+    key), then commit :func:`runstore.requests.interrupted_outcome` as ``commit_finalization`` does
     (transition, ``attempt_finished`` event, claim deleted, every lease released), with a
     ``leased_root`` reference to each artifact rooted under one of its leases. Owner
     tokens are never changed and no lease is renewed.
