@@ -1,6 +1,8 @@
-"""The committed model transcripts (vectors/traces/*.md) are current.
+"""The committed model transcripts (vectors/traces/*.md) and SPEC.md's generated blocks are
+current.
 
-Regenerate with ``python -m runstore.model.trace --all`` from the repository root.
+Regenerate both (with the vector files) with ``tools/regen``; ``tools/regen --check`` is
+tested in conformance/test_vectors.py.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ REQUIRED = {
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_committed_transcript_is_current(name: str) -> None:
     committed = (TRACES / f"{name}.md").read_text(encoding="utf-8")
-    assert render_scenario(name) == committed, "run: python -m runstore.model.trace --all"
+    assert render_scenario(name) == committed, "run: tools/regen"
 
 
 def test_every_required_scenario_exists_and_no_transcript_is_orphaned() -> None:
@@ -59,5 +61,5 @@ def test_spec_generated_blocks_are_current() -> None:
     gen_spec = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen_spec)
     text = (root / "SPEC.md").read_text(encoding="utf-8")
-    assert gen_spec.regenerate(text) == text, "run: python tools/gen_spec.py"
+    assert gen_spec.regenerate(text) == text, "run: tools/regen"
     assert "| `finalizing` | `accepted`, `censored`, `superseded`, `failed` |" in text

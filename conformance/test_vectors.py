@@ -1,20 +1,28 @@
 """The conformance vectors (vectors/*.json, SPEC.md section 10): the committed files are
-current, and every vector holds against the library (events.json: replayed on a real store).
+current, and every vector holds against the library (events.json: replayed on a real store);
+and ``tools/regen``, the one command that rewrites or checks every generated file.
 
 The second half reads only the committed files, as another implementation would (format in
 vectors/README.md); it does not use the generator's cases or helpers. Regenerate the files
-with ``python tools/gen_vectors.py``.
+with ``tools/regen``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import attrs
 import pytest
 from runstore import (
     Accepted,
@@ -43,65 +51,224 @@ from runstore import (
 from runstore.canonical import decode, encode, ns_from_json, ns_to_json
 from runstore.errors import RunStoreError
 from runstore.identity import PREFIXES, identity_input, run_attempt_id
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.script import GUARDED, Call
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "vectors"
+REGEN_SCRIPT = ROOT / "tools" / "regen"
 OWNED = ("canonical_json.json", "identities.json", "events.json")
 
 
-def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_vectors", ROOT / "tools" / "gen_vectors.py")
-    assert spec is not None and spec.loader is not None
+def load_regen() -> ModuleType:
+    """``tools/regen`` as a module (it has no ``.py`` suffix); it makes ``tools/vectorgen``
+    and ``tools/gen_spec.py`` importable, and holds them as ``canonical_json``,
+    ``identities``, ``events`` and ``gen_spec``."""
+    loader = importlib.machinery.SourceFileLoader("regen", str(REGEN_SCRIPT))
+    spec = importlib.util.spec_from_loader("regen", loader)
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    loader.exec_module(module)
     return module
+
+
+REGEN = load_regen()
+GENERATED_EVENTS: ModuleType = REGEN.events
+
+
+def copy_of_the_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """Copies of vectors/ (traces included) and SPEC.md: ``(vector folder, spec file)``."""
+    vectors, spec = tmp_path / "vectors", tmp_path / "SPEC.md"
+    shutil.copytree(VECTORS, vectors)
+    shutil.copyfile(ROOT / "SPEC.md", spec)
+    return vectors, spec
+
+
+def snapshot(*roots: Path) -> dict[Path, bytes]:
+    """Every file under (or at) ``roots`` and its bytes."""
+    files = [path for root in roots for path in ([root] if root.is_file() else root.rglob("*"))]
+    return {path: path.read_bytes() for path in files if path.is_file()}
+
+
+def make_spec_block_stale(spec: Path) -> None:
+    text = spec.read_text(encoding="utf-8")
+    stale = text.replace("Generated from `runstore.edges.LEGAL_EDGES`", "Generated from `edges`")
+    assert stale != text
+    spec.write_text(stale, encoding="utf-8")
 
 
 # --- the committed files are what the generator writes ------------------------------------
 
 
 def test_committed_vector_files_are_current() -> None:
-    built = load_generator().build()
-    assert sorted(built) == sorted(OWNED)
-    for name, text in built.items():
+    assert sorted(REGEN.VECTORS) == sorted(OWNED)
+    for name, module in REGEN.VECTORS.items():
         committed = (VECTORS / name).read_text(encoding="utf-8")
-        assert committed == text, f"vectors/{name} is stale: run python tools/gen_vectors.py"
+        assert committed == module.build(), f"vectors/{name} is stale: run tools/regen"
+
+
+def test_generator_modules_stay_small() -> None:
+    for path in [*(ROOT / "tools" / "vectorgen").glob("*.py"), REGEN_SCRIPT]:
+        assert len(path.read_text(encoding="utf-8").splitlines()) < 500, path.name
 
 
 def test_check_mode_names_a_stale_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    generator = load_generator()
-    assert generator.main(["--dir", str(tmp_path)]) == 0
-    assert generator.main(["--check", "--dir", str(tmp_path)]) == 0
-    stale = tmp_path / "identities.json"
+    vectors, spec = tmp_path / "vectors", tmp_path / "SPEC.md"
+    shutil.copyfile(ROOT / "SPEC.md", spec)
+    assert REGEN.main(["--vectors", str(vectors), "--spec", str(spec)]) == 0
+    assert REGEN.main(["--check", "--vectors", str(vectors), "--spec", str(spec)]) == 0
+    stale = vectors / "identities.json"
     stale.write_text(stale.read_text(encoding="utf-8").replace("decision:v1:", "decision:v2:"))
     capsys.readouterr()
-    assert generator.main(["--check", "--dir", str(tmp_path)]) == 1
+    assert REGEN.main(["--check", "--vectors", str(vectors), "--spec", str(spec)]) == 1
     assert "identities.json" in capsys.readouterr().err
-    assert generator.main(["--dir", str(tmp_path)]) == 0
-    assert generator.main(["--check", "--dir", str(tmp_path)]) == 0
+    assert REGEN.main(["--vectors", str(vectors), "--spec", str(spec)]) == 0
+    assert REGEN.main(["--check", "--vectors", str(vectors), "--spec", str(spec)]) == 0
+    for name in OWNED:
+        assert (vectors / name).read_bytes() == (VECTORS / name).read_bytes()
+
+
+class OnePayloadOff(ModelWriter):
+    """The model, except that the censored outcome's event says ``"To"`` for ``"to"``: every
+    result agrees, only the durable projection (the payload bytes) differs."""
+
+    def commit_finalization(
+        self,
+        attempt: OwnedAttempt,
+        outcome: TerminalOutcome,
+        artifact: ArtifactRegistration,
+        references: Sequence[tuple[str, str]],
+        now_ns: int,
+    ) -> TerminalAttempt:
+        result = super().commit_finalization(attempt, outcome, artifact, references, now_ns)
+        if isinstance(outcome, Censored):
+            *earlier, last = self.state.events
+            payload = {("To" if key == "to" else key): v for key, v in last.payload.items()}
+            events = (*earlier, attrs.evolve(last, payload=payload))
+            self.state = attrs.evolve(self.state, events=events)
+        return result
+
+
+class OneResultOff(ModelWriter):
+    """The model, except that one ``advance`` (to ``preparing``) returns the next revision."""
+
+    def advance(self, attempt: OwnedAttempt, phase: AttemptState, now_ns: int) -> OwnedAttempt:
+        result = super().advance(attempt, phase, now_ns)
+        if phase is AttemptState.PREPARING:
+            return attrs.evolve(result, revision=result.revision + 1)
+        return result
 
 
 @pytest.mark.parametrize("mode", [[], ["--check"]], ids=["write", "check"])
+@pytest.mark.parametrize(
+    ("model_writer", "says"),
+    [(OnePayloadOff, "durable projection: events"), (OneResultOff, "preparing")],
+    ids=["payload", "result"],
+)
 def test_a_model_disagreement_writes_nothing(
     mode: list[str],
+    model_writer: type[ModelWriter],
+    says: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    generator = load_generator()
-    model_run = generator.model_run
-
-    def one_payload_byte_off() -> tuple[Any, list[Any]]:
-        played, events = model_run()
-        sequence, kind, attempt_id, at_ns, payload = events[-1]
-        events[-1] = (sequence, kind, attempt_id, at_ns, payload.replace(b'"to"', b'"To"'))
-        return played, events
-
-    monkeypatch.setattr(generator, "model_run", one_payload_byte_off)
+    vectors, spec = tmp_path / "vectors", tmp_path / "SPEC.md"
+    vectors.mkdir()
+    shutil.copyfile(ROOT / "SPEC.md", spec)
+    make_spec_block_stale(spec)
+    before = snapshot(tmp_path)
+    monkeypatch.setattr(GENERATED_EVENTS, "ModelWriter", model_writer)
     capsys.readouterr()
-    assert generator.main([*mode, "--dir", str(tmp_path)]) == 1
-    assert "disagree" in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []
+    assert REGEN.main([*mode, "--vectors", str(vectors), "--spec", str(spec)]) == 1
+    err = capsys.readouterr().err
+    assert "refused, nothing written" in err and "disagree" in err and says in err
+    assert list(vectors.iterdir()) == []
+    assert snapshot(tmp_path) == before
+
+
+def test_a_refused_call_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = GENERATED_EVENTS.SCENARIO
+    first_reserve = next(call for call in scenario if call.operation == "reserve")
+    position = scenario.index(first_reserve) + 1
+    twice = [*scenario[:position], first_reserve, *scenario[position:]]
+    monkeypatch.setattr(GENERATED_EVENTS, "SCENARIO", twice)
+    vectors, spec = copy_of_the_tree(tmp_path)
+    (vectors / "events.json").unlink()
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert REGEN.main(["--vectors", str(vectors), "--spec", str(spec)]) == 1
+    err = capsys.readouterr().err
+    assert "refused, nothing written" in err and "the scenario refuses nothing" in err
+    assert snapshot(tmp_path) == before
+
+
+def test_the_events_scenario_is_one_call_script_keyed_by_attempt_id() -> None:
+    scenario = GENERATED_EVENTS.SCENARIO
+    assert scenario and all(isinstance(call, Call) for call in scenario)
+    operations = EVENTS["operations"]
+    assert [call.name for call in scenario] == [operation["name"] for operation in operations]
+    for call, operation in zip(scenario, operations, strict=True):
+        assert call.operation == operation["operation"]
+        assert GENERATED_EVENTS.arguments_json(call) == operation["arguments"], call.name
+        if call.operation in GUARDED:
+            assert call.attempt == operation["arguments"]["attempt_id"]
+        if call.operation == "reserve":
+            assert call.attempt == operation["result"]["attempt_id"]
+            assert "attempt_id" not in operation["arguments"]
+
+
+# --- tools/regen: every generated file, one command ----------------------------------------
+
+
+def test_regen_is_an_executable_script_and_clean_on_the_committed_tree(tmp_path: Path) -> None:
+    text = REGEN_SCRIPT.read_text(encoding="utf-8")
+    assert text.startswith("#!/usr/bin/env python3\n")
+    assert REGEN.__doc__ and "--check" in REGEN.__doc__
+    assert os.access(REGEN_SCRIPT, os.X_OK)
+    before = snapshot(VECTORS, ROOT / "SPEC.md")
+    command = [sys.executable, str(REGEN_SCRIPT), "--check"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert snapshot(VECTORS, ROOT / "SPEC.md") == before
+
+
+def test_regen_check_names_each_stale_file_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vectors, spec = copy_of_the_tree(tmp_path)
+    arguments = ["--vectors", str(vectors), "--spec", str(spec)]
+    assert REGEN.main(["--check", *arguments]) == 0
+    events = vectors / "events.json"
+    stale_events = events.read_text(encoding="utf-8").replace("worker_crashed", "worker_lost")
+    assert stale_events != events.read_text(encoding="utf-8")
+    events.write_text(stale_events, encoding="utf-8")
+    (vectors / "traces" / "happy_path_accepted.md").write_text("stale\n", encoding="utf-8")
+    (vectors / "traces" / "stale_revision_refused.md").unlink()
+    (vectors / "traces" / "retired_scenario.md").write_text("old\n", encoding="utf-8")
+    make_spec_block_stale(spec)
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert REGEN.main(["--check", *arguments]) == 1
+    reported = capsys.readouterr().err.splitlines()
+    assert snapshot(tmp_path) == before
+    stale = {line.removeprefix("stale: ") for line in reported if line.startswith("stale: ")}
+    assert stale == {
+        str(events),
+        str(vectors / "traces" / "happy_path_accepted.md"),
+        str(vectors / "traces" / "stale_revision_refused.md"),
+        f"{vectors / 'traces' / 'retired_scenario.md'} (orphaned transcript)",
+        str(spec),
+    }
+    assert REGEN.main(arguments) == 0
+    assert not (vectors / "traces" / "retired_scenario.md").exists()
+    assert REGEN.main(["--check", *arguments]) == 0
+    assert snapshot(vectors, spec) == {
+        tmp_path / path.relative_to(ROOT): data
+        for path, data in snapshot(VECTORS, ROOT / "SPEC.md").items()
+    }
 
 
 # --- reading the vectors as another implementation would ----------------------------------

@@ -1,25 +1,19 @@
-"""Regenerate the generated blocks of SPEC.md from their sources of truth.
+"""The generated blocks of SPEC.md, built from their sources of truth.
 
 Today there is one block, ``legal-edges``: the attempt state machine's edge table, built
 from ``runstore.edges.LEGAL_EDGES``. Only the text between
 ``<!-- BEGIN GENERATED: NAME -->`` and ``<!-- END GENERATED: NAME -->`` is rewritten.
 
-Usage (from anywhere)::
-
-    python tools/gen_spec.py            # rewrite SPEC.md in place if a block is stale
-    python tools/gen_spec.py --check    # exit 1 if a block is stale, change nothing
+This module owns the blocks' content (:data:`BLOCKS`, :func:`regenerate`); ``tools/regen``
+writes SPEC.md (or, with ``--check``, reports it stale) together with the other generated
+files.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from runstore import edges
-
-SPEC = Path(__file__).resolve().parents[1] / "SPEC.md"
 
 
 def legal_edges_block() -> str:
@@ -45,23 +39,3 @@ def regenerate(text: str) -> str:
         stop = text.index(end, start)
         text = text[:start] + build() + text[stop:]
     return text
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if SPEC.md is stale")
-    parser.add_argument("--spec", type=Path, default=SPEC, help="the SPEC.md to process")
-    options = parser.parse_args(argv)
-    current = options.spec.read_text(encoding="utf-8")
-    wanted = regenerate(current)
-    if wanted == current:
-        return 0
-    if options.check:
-        print(f"{options.spec}: generated blocks are stale; run tools/gen_spec.py", file=sys.stderr)
-        return 1
-    options.spec.write_text(wanted, encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,7 +6,7 @@ writer method (``operation``), its keyword arguments as values, and for the guar
 operations the *handle* of the attempt it acts on: guards flow between calls through a
 context dict (handle -> the attempt's latest guard), because a guard only exists once the
 call that returns it has run. The crash campaigns (:mod:`runstore.crashsim.scenarios`) and
-the event vectors (``tools/vectors/events.py``) are written in this one type, and both
+the event vectors (``tools/vectorgen/events.py``) are written in this one type, and both
 check a script by playing it through :func:`runstore.testing.lockstep.lockstep`.
 """
 

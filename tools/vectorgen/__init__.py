@@ -1,0 +1,81 @@
+"""The conformance vector generators, one module per vector file (format in
+``vectors/README.md`` and SPEC.md section 10), and the pieces they share.
+
+* :mod:`vectorgen.canonical_json`: ``vectors/canonical_json.json``
+* :mod:`vectorgen.identities`: ``vectors/identities.json``
+* :mod:`vectorgen.events`: ``vectors/events.json``
+
+Each module holds its cases as data and a ``build()`` returning its file's text; the bytes
+come from the library. ``tools/regen`` writes (or, with ``--check``, checks) them together
+with the other generated files, and ``conformance/test_vectors.py`` checks both that the
+committed files are what ``build()`` produces and, independently, that every vector holds.
+
+Rules of this package: no file I/O (``tools/regen`` owns the files); ``events`` alone opens
+a store, on a temporary root of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Final
+
+from runstore.errors import RunStoreError
+
+FORMAT_VERSION: Final = 1
+"""``format_version`` of every vector file: changes when a file's layout changes."""
+
+GENERATOR: Final = "tools/regen"
+"""The ``generator`` value every file carries: the command that writes it."""
+
+
+def describe(value: object) -> list[Any]:
+    """The language-neutral description of a Python value, JSON or not: a tagged array
+    (``vectors/README.md``, "Value descriptions")."""
+    if value is None:
+        return ["null"]
+    if type(value) is bool:
+        return ["bool", value]
+    if type(value) is int:
+        return ["int", str(value)]
+    if type(value) is float:
+        special = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
+        return ["float", special.get(repr(value), repr(value))]
+    if type(value) is str:
+        if any(0xD800 <= ord(char) <= 0xDFFF for char in value):
+            return ["string_code_points", [ord(char) for char in value]]
+        return ["string", value.encode("utf-8").hex()]
+    if type(value) is list:
+        return ["array", *(describe(item) for item in value)]
+    if type(value) is dict:
+        return ["object", *([describe(key), describe(item)] for key, item in value.items())]
+    raise TypeError(f"no description for {type(value).__name__}")
+
+
+def refusal_code(operation: Callable[..., object], *arguments: object) -> str:
+    """The ``code`` of the refusal ``operation(*arguments)`` raises (it must raise one)."""
+    try:
+        operation(*arguments)
+    except RunStoreError as error:
+        return error.code
+    raise AssertionError("a refusal case was accepted")
+
+
+def render(document: dict[str, Any]) -> str:
+    """Deterministic text of a vector file: ASCII JSON, keys sorted, each top-level list one
+    case per line, and a trailing newline."""
+    lines = ["{"]
+    keys = sorted(document)
+    for position, key in enumerate(keys):
+        comma = "," if position < len(keys) - 1 else ""
+        value = document[key]
+        if isinstance(value, list):
+            lines.append(f"  {json.dumps(key)}: [")
+            for index, case in enumerate(value):
+                tail = "," if index < len(value) - 1 else ""
+                lines.append("    " + json.dumps(case, sort_keys=True, ensure_ascii=True) + tail)
+            lines.append(f"  ]{comma}")
+        else:
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=True)}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,443 @@
+"""The event vectors (``vectors/events.json``, SPEC.md sections 7 and 10): one script of
+writer calls, what each call returned, and every event it committed, payload bytes included.
+
+The scenario, :data:`SCENARIO`, is written once as data, a list of
+:class:`runstore.testing.script.Call`. Each attempt's handle is its attempt id, so the
+``attempt_id`` of a guarded operation in the file is the handle, standing (as
+``vectors/README.md`` says) for the latest guard of that attempt.
+
+:func:`play` checks the scenario through the lockstep kit: every call is made with
+:func:`runstore.testing.lockstep.lockstep` on the model (``ModelWriter``) and on a real
+store (``RunStore.open`` on a fresh temporary root), and must give equal results and commit
+events with the same sequences; at the end the store's durable projection, events with
+their payload bytes included, must equal the model's. Anything else raises
+:class:`GenerationRefused`, and ``tools/regen`` then writes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from typing import Any
+
+import attrs
+from runstore import (
+    Accepted,
+    ApplicabilityDecision,
+    ArtifactKind,
+    ArtifactRegistration,
+    AttemptSlot,
+    AttemptState,
+    Censored,
+    ClaimDisposition,
+    Failed,
+    FirstAttempt,
+    LeaseRequest,
+    Next,
+    Observation,
+    ObservationSlot,
+    OwnedAttempt,
+    ResolvedRun,
+    Retry,
+    RetryAuthorization,
+    RunStore,
+    Superseded,
+    TerminalAttempt,
+    testing,
+)
+from runstore import model as m
+from runstore.canonical import JSON
+from runstore.errors import RunStoreError
+from runstore.testing import script
+from runstore.testing.lockstep import Diverged, ModelWriter, Writer, lockstep
+from runstore.testing.projection import model_projection, store_projection
+from runstore.testing.script import Call, Context
+
+from . import FORMAT_VERSION, GENERATOR, render
+
+# --- the scenario --------------------------------------------------------------------------
+
+# Wall-clock-sized nanosecond times (beyond 2**53, so every *_ns value is a decimal string).
+T0 = 1_700_000_000_000_000_000
+EXPIRES_NS = T0 + 3_600 * 10**9
+
+
+def at(ms: int) -> int:
+    """The scenario's time ``ms`` milliseconds after ``T0``."""
+    return T0 + ms * 1_000_000
+
+
+ALPHA = testing.one_shot("alpha")
+BETA = testing.one_shot("beta")
+GAMMA = testing.one_shot("gamma")
+CENSOR_REASON = 'budget "\u00e9puis\u00e9" \u2014 \u8a08\u7b97\u6642\u9593 \U0001f600'
+FAILURE_DETAILS: dict[str, JSON] = {
+    "exit": {"signal": "SIGKILL", "code": 137},
+    "stages": [{"name": "evaluate", "ok": False, "retries": [1, 2]}, None],
+    "retryable": True,
+    "note": "caf\u00e9",
+}
+
+
+def _lease(name: str, owner: str) -> LeaseRequest:
+    return testing.lease(name, expires_at_ns=EXPIRES_NS, owner=owner)
+
+
+def _observation(bundle: testing.OneShot, retry_index: int, score: int) -> Observation:
+    return testing.observation(
+        bundle.observation_slot, bundle.attempt_id(retry_index), result={"score": score}
+    )
+
+
+def _artifact(kind: ArtifactKind, seed: str, ms: int) -> ArtifactRegistration:
+    return testing.artifact(kind, seed, verified_at_ns=at(ms))
+
+
+def _register(bundle: testing.OneShot) -> Call:
+    name = f"register one-shot slot {bundle.attempt_slot.logical_slot}"
+    return script.register_one_shot(*bundle.arguments(), name=name)
+
+
+def _reserve(
+    name: str,
+    bundle: testing.OneShot,
+    retry_index: int,
+    authorization: RetryAuthorization,
+    owner: str,
+    ms: int,
+) -> Call:
+    """Reserve retry ``retry_index`` of ``bundle``, kept under the handle of its attempt id,
+    with the lease ``<slot>-<retry index>`` held by ``owner``."""
+    lease = _lease(f"{bundle.attempt_slot.logical_slot}-{retry_index}", owner)
+    attempt = bundle.attempt_id(retry_index)
+    return script.reserve(attempt, bundle.slot_id, authorization, lease, at(ms), name=name)
+
+
+def _advance(name: str, attempt: str, phase: AttemptState, ms: int) -> Call:
+    return script.advance(attempt, phase, at(ms), name=name)
+
+
+def _claim(name: str, attempt: str, lease: str, owner: str, ms: int) -> Call:
+    return script.begin_finalization(attempt, _lease(lease, owner), at(ms), name=name)
+
+
+A0, A1 = ALPHA.attempt_id(0), ALPHA.attempt_id(1)
+B0, B1 = BETA.attempt_id(0), BETA.attempt_id(1)
+C0 = GAMMA.attempt_id(0)
+S = AttemptState
+BETA_RESULT = _artifact(ArtifactKind.OBSERVATION, "beta-0-result", 21)
+
+SCENARIO: list[Call] = [
+    *(_register(bundle) for bundle in (ALPHA, BETA, GAMMA)),
+    _reserve("reserve alpha retry 0 (first_attempt)", ALPHA, 0, FirstAttempt(), "worker-1", 1),
+    _reserve("reserve beta retry 0 (next, retry false)", BETA, 0, Next(retry=False), "worker-2", 2),
+    _advance("alpha#0 reserved -> materializing", A0, S.MATERIALIZING, 3),
+    _advance("alpha#0 materializing -> starting", A0, S.STARTING, 4),
+    _reserve(
+        "reserve beta retry 1 while retry 0 is live (next, retry true)",
+        BETA,
+        1,
+        Next(retry=True),
+        "worker-3",
+        5,
+    ),
+    _advance("beta#0 reserved -> materializing", B0, S.MATERIALIZING, 6),
+    _advance("alpha#0 starting -> preparing", A0, S.PREPARING, 7),
+    _advance("alpha#0 preparing -> executing", A0, S.EXECUTING, 8),
+    _advance("alpha#0 executing -> checkpointing", A0, S.CHECKPOINTING, 9),
+    _advance("alpha#0 checkpointing -> validating", A0, S.VALIDATING, 10),
+    _advance("alpha#0 validating -> evaluating", A0, S.EVALUATING, 11),
+    _advance("alpha#0 evaluating -> executing (the loop)", A0, S.EXECUTING, 12),
+    _advance("alpha#0 executing -> validating (no checkpoint)", A0, S.VALIDATING, 13),
+    _advance("alpha#0 validating -> evaluating again", A0, S.EVALUATING, 14),
+    _advance("beta#0 materializing -> starting", B0, S.STARTING, 15),
+    _advance("beta#0 starting -> preparing", B0, S.PREPARING, 16),
+    _advance("beta#0 preparing -> executing", B0, S.EXECUTING, 17),
+    _advance("beta#1 reserved -> materializing", B1, S.MATERIALIZING, 18),
+    _claim(
+        "beta#0 begin_finalization from executing (claimed)", B0, "beta-0-claim", "worker-2", 19
+    ),
+    _claim(
+        "beta#1 begin_finalization from materializing (superseded: beta#0 holds the claim)",
+        B1,
+        "beta-1-claim",
+        "worker-3",
+        20,
+    ),
+    script.register_observation(
+        B0,
+        _observation(BETA, 0, 41),
+        BETA_RESULT,
+        True,
+        at(21),
+        name="beta#0 register_observation and select (no event)",
+    ),
+    script.commit_finalization(
+        B0,
+        Accepted(),
+        _artifact(ArtifactKind.ATTEMPT, "beta-0", 22),
+        [("result", BETA_RESULT.id)],
+        at(22),
+        name="beta#0 commit accepted (with a reference)",
+    ),
+    script.commit_finalization(
+        B1,
+        Superseded(),
+        _artifact(ArtifactKind.ATTEMPT, "beta-1", 23),
+        [],
+        at(23),
+        name="beta#1 commit superseded (without the claim)",
+    ),
+    _claim(
+        "alpha#0 begin_finalization from evaluating (claimed)", A0, "alpha-0-claim", "worker-1", 24
+    ),
+    script.commit_finalization(
+        A0,
+        Failed(code="worker_crashed", details=FAILURE_DETAILS),
+        _artifact(ArtifactKind.ATTEMPT, "alpha-0", 25),
+        [],
+        at(25),
+        name="alpha#0 commit failed (code, nested details)",
+    ),
+    _reserve(
+        "reserve alpha retry 1 after a failure (next, retry true)",
+        ALPHA,
+        1,
+        Next(retry=True),
+        "worker-1",
+        26,
+    ),
+    _advance("alpha#1 reserved -> materializing", A1, S.MATERIALIZING, 27),
+    _advance("alpha#1 materializing -> starting, clock behind (clamped)", A1, S.STARTING, 26),
+    _claim(
+        "alpha#1 begin_finalization from starting (claimed)", A1, "alpha-1-claim", "worker-1", 28
+    ),
+    script.register_observation(
+        A1,
+        _observation(ALPHA, 1, 7),
+        _artifact(ArtifactKind.OBSERVATION, "alpha-1-result", 29),
+        True,
+        at(29),
+        name="alpha#1 register_observation and select (no event)",
+    ),
+    script.commit_finalization(
+        A1,
+        Accepted(),
+        _artifact(ArtifactKind.ATTEMPT, "alpha-1", 30),
+        [],
+        at(30),
+        name="alpha#1 commit accepted",
+    ),
+    _reserve(
+        "reserve gamma retry 0 (retry 0 of at most 2)",
+        GAMMA,
+        0,
+        Retry(next_index=0, max_index=2),
+        "worker-4",
+        31,
+    ),
+    _claim(
+        "gamma#0 begin_finalization from reserved (claimed)", C0, "gamma-0-claim", "worker-4", 32
+    ),
+    script.commit_finalization(
+        C0,
+        Censored(reason=CENSOR_REASON),
+        _artifact(ArtifactKind.ATTEMPT, "gamma-0", 33),
+        [],
+        at(33),
+        name="gamma#0 commit censored (non-ASCII reason with a quote, by the claim holder)",
+    ),
+]
+
+# --- playing it in lockstep ----------------------------------------------------------------
+
+Event = tuple[int, str, str | None, int, bytes]
+"""``(sequence, kind, attempt_id, at_ns, canonical payload bytes)``."""
+
+
+class GenerationRefused(Exception):
+    """The scenario did not play cleanly: the store and the model disagree, or a call was
+    refused (by both: the scenario refuses nothing). Nothing may be written."""
+
+
+@attrs.frozen
+class Played:
+    """One call of the scenario as the store played it."""
+
+    call: Call
+    result: object
+    event_sequences: tuple[int, ...]
+
+
+def _apply(call: Call, contexts: dict[int, Context], writer: Writer) -> object:
+    """Make ``call`` on ``writer`` with that writer's own guards: each side presents only
+    guards it returned itself (a shared context would hand the store the guard the model
+    has just returned for this very call)."""
+    return call.apply(writer, contexts[id(writer)])
+
+
+def play() -> tuple[list[Played], list[Event]]:
+    """Play :data:`SCENARIO` in lockstep on the model and on a fresh store; returns each
+    call with the store's result and the sequences of the events it committed, and every
+    event the store delivered to its subscriber. Raises :class:`GenerationRefused` unless
+    the two agree call by call and on the final durable projection."""
+    model = ModelWriter(m.ModelState())
+    delivered: list[Event] = []
+    played: list[Played] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="runstore-vectors-") as root,
+        RunStore.open(root) as store,
+    ):
+        store.subscribe(
+            lambda e: delivered.append((e.sequence, e.kind, e.attempt_id, e.at_ns, e.payload))
+        )
+        contexts: dict[int, Context] = {id(model): {}, id(store): {}}
+        for call in SCENARIO:
+            before, model_before = len(delivered), len(model.state.events)
+            try:
+                result = lockstep(model, store, functools.partial(_apply, call, contexts))
+            except Diverged as error:
+                raise GenerationRefused(
+                    f"the store and the model disagree at {call.name!r}: {error}"
+                ) from error
+            except RunStoreError as error:
+                raise GenerationRefused(
+                    f"{call.name!r} was refused ({error.code}); the scenario refuses nothing"
+                ) from error
+            sequences = tuple(event[0] for event in delivered[before:])
+            modelled = tuple(row.sequence for row in model.state.events[model_before:])
+            if sequences != modelled:
+                raise GenerationRefused(
+                    f"the store and the model disagree at {call.name!r}: the store committed "
+                    f"events {list(sequences)}, the model {list(modelled)}"
+                )
+            guard = contexts[id(store)].get(call.attempt or "")
+            if call.attempt is not None and (guard is None or guard.attempt_id != call.attempt):
+                raise GenerationRefused(f"{call.name!r}: its handle is not its attempt's id")
+            played.append(Played(call, result, sequences))
+        stored = store_projection(store.database_path)
+    modelled_projection = model_projection(model.state)
+    if stored != modelled_projection:
+        tables = [name for name in stored if stored[name] != modelled_projection.get(name)]
+        raise GenerationRefused(
+            f"the store and the model disagree on the durable projection: {', '.join(tables)}"
+        )
+    if delivered != stored["events"]:
+        raise GenerationRefused("the events the store delivered are not the events it committed")
+    return played, delivered
+
+
+# --- rendering (vectors/README.md, ``events.json``) -----------------------------------------
+
+RECORDS = (
+    ApplicabilityDecision,
+    ResolvedRun,
+    AttemptSlot,
+    ObservationSlot,
+    Observation,
+    ArtifactRegistration,
+)
+
+
+def _argument_json(key: str, value: Any) -> JSON:
+    if isinstance(value, RECORDS):
+        return value.to_json()
+    if isinstance(value, LeaseRequest):
+        return {
+            "lease_id": value.lease_id,
+            "owner_token": value.owner_token,
+            "expires_at_ns": str(value.expires_at_ns),
+        }
+    if isinstance(value, FirstAttempt):
+        return {"kind": "first_attempt"}
+    if isinstance(value, Next):
+        return {"kind": "next", "retry": value.retry}
+    if isinstance(value, Retry):
+        return {"kind": "retry", "next_index": value.next_index, "max_index": value.max_index}
+    if isinstance(value, Failed):
+        return {"state": "failed", "code": value.code, "details": value.details}
+    if isinstance(value, Censored):
+        return {"state": "censored", "reason": value.reason}
+    if isinstance(value, Accepted | Superseded):
+        return {"state": value.state.value}
+    if isinstance(value, AttemptState):
+        return value.value
+    if key == "now_ns":
+        return str(value)
+    if key == "references":
+        return [[role, artifact_id] for role, artifact_id in value]
+    if isinstance(value, str | bool):
+        return value
+    raise TypeError(f"argument {key}: no JSON form for {type(value).__name__}")
+
+
+def arguments_json(call: Call) -> dict[str, JSON]:
+    """The call's arguments as plain JSON; a guarded call's ``attempt_id`` is its handle."""
+    document = {key: _argument_json(key, value) for key, value in call.arguments.items()}
+    if call.operation in script.GUARDED:
+        document["attempt_id"] = call.attempt
+    return document
+
+
+def result_json(result: object) -> dict[str, JSON]:
+    """What a call returned, as plain JSON."""
+    if isinstance(result, str):
+        return {"slot_id": result}
+    if isinstance(result, OwnedAttempt):
+        return {
+            "attempt_id": result.attempt_id,
+            "retry_index": result.retry_index,
+            "state": result.state.value,
+            "revision": result.revision,
+            "claimed": result.claim_lease_id is not None,
+        }
+    if isinstance(result, ClaimDisposition):
+        return {**result_json(result.attempt), "claimed": result.claimed}
+    if isinstance(result, TerminalAttempt):
+        return {
+            "attempt_id": result.attempt_id,
+            "retry_index": result.retry_index,
+            "state": result.state.value,
+            "revision": result.revision,
+            "finished_at_ns": str(result.finished_at_ns),
+            "event_sequence": result.event_sequence,
+        }
+    raise TypeError(result)
+
+
+def document() -> dict[str, Any]:
+    """The document of ``vectors/events.json`` (only once the store and the model agree)."""
+    played, events = play()
+    names = {sequence: p.call.name for p in played for sequence in p.event_sequences}
+    return {
+        "format": "runstore event vectors",
+        "format_version": FORMAT_VERSION,
+        "generator": GENERATOR,
+        "operations": [
+            {
+                "name": p.call.name,
+                "operation": p.call.operation,
+                "arguments": arguments_json(p.call),
+                "result": result_json(p.result),
+                "event_sequences": list(p.event_sequences),
+            }
+            for p in played
+        ],
+        "events": [
+            {
+                "name": names[sequence],
+                "sequence": sequence,
+                "kind": kind,
+                "attempt_id": attempt_id,
+                "at_ns": str(at_ns),
+                "payload_hex": payload.hex(),
+                "payload_utf8": payload.decode("utf-8"),
+            }
+            for sequence, kind, attempt_id, at_ns, payload in events
+        ],
+    }
+
+
+def build() -> str:
+    """The text of ``vectors/events.json``."""
+    return render(document())
