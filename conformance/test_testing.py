@@ -12,15 +12,21 @@ import pytest
 from runstore import (
     ArtifactKind,
     ArtifactRegistration,
+    AttemptState,
     Completion,
     ExecutionKind,
+    FirstAttempt,
     ObservationSlotKind,
+    OwnedAttempt,
     SlotRole,
     run_attempt_id,
     testing,
 )
+from runstore import model as m
 from runstore.model.registration import register_one_shot, register_slots
 from runstore.model.state import ModelState, Refusal
+from runstore.testing import fixtures, script
+from runstore.testing.lockstep import ModelRefusal, ModelWriter
 
 
 def assert_round_trips(record: Any) -> None:
@@ -235,3 +241,36 @@ def test_artifact_derives_digest_path_and_id(kind: ArtifactKind) -> None:
     assert ArtifactRegistration.from_json(registration.to_json()) == registration
     assert registration == testing.artifact(kind, "seed", verified_at_ns=7)
     assert testing.artifact(kind, "other", verified_at_ns=7).id != registration.id
+
+
+# --- call scripts (runstore.testing.script) ---------------------------------------------------
+
+
+def test_a_call_names_an_attempt_exactly_when_it_needs_one() -> None:
+    with pytest.raises(ValueError, match="only reserve and guarded calls"):
+        script.Call("advance without a handle", "advance", {"phase": AttemptState.STARTING})
+    with pytest.raises(ValueError, match="only reserve and guarded calls"):
+        script.Call("register with a handle", "register_slots", {}, attempt="a")
+    with pytest.raises(ValueError):
+        script.Call("unknown", "drop_table", {})
+
+
+def test_a_script_plays_on_the_model_and_keeps_guards_by_handle() -> None:
+    fixture = fixtures.slot_fixture()
+    lease = fixtures.lease("reservation-a", 10_000)
+    calls = [
+        script.register_slots(*fixture.arguments()),
+        script.reserve("a", fixture.slot_id, FirstAttempt(), lease, 1_000),
+        script.advance("a", AttemptState.MATERIALIZING, 1_100),
+    ]
+    writer = ModelWriter(m.ModelState())
+    context: script.Context = {}
+    results = script.play(calls, writer, context)
+    assert results[0] == fixture.slot_id
+    assert isinstance(results[2], OwnedAttempt)
+    assert context == {"a": results[2]}
+    assert results[2].state is AttemptState.MATERIALIZING
+    stale = script.advance("a", AttemptState.MATERIALIZING, 1_200)
+    with pytest.raises(ModelRefusal):
+        stale.apply(writer, context)
+    assert context == {"a": results[2]}

@@ -71,15 +71,7 @@ def _split_reserve(store: RunStore, context: Context) -> object:
             acquired_at_ns=now,
             expires_at_ns=lease.expires_at_ns,
         )
-    guard = OwnedAttempt(
-        attempt_id=attempt_id,
-        slot_id=slot,
-        retry_index=0,
-        state=AttemptState.RESERVED,
-        revision=0,
-        owner_token=lease.owner_token,
-        lease_id=lease.lease_id,
-    )
+    guard = OwnedAttempt.reserved(slot, 0, lease)
     context[_A] = guard
     return guard
 

@@ -103,15 +103,7 @@ def reserve(
         now_ns,
         payloads.reserved_payload(slot_id, retry_index),
     )
-    guard = OwnedAttempt(
-        attempt_id=attempt_id,
-        slot_id=slot_id,
-        retry_index=retry_index,
-        state=AttemptState.RESERVED,
-        revision=0,
-        owner_token=lease.owner_token,
-        lease_id=lease.lease_id,
-    )
+    guard = OwnedAttempt.reserved(slot_id, retry_index, lease)
     return guard, event
 
 

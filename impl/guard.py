@@ -175,13 +175,4 @@ def owned_attempt(
     guard: OwnedAttempt, after: AttemptRecord, claim_lease_id: str | None
 ) -> OwnedAttempt:
     """The guard describing ``after`` (the attempt after a transition) for the same owner."""
-    return OwnedAttempt(
-        attempt_id=after.id,
-        slot_id=after.slot_id,
-        retry_index=after.retry_index,
-        state=after.state,
-        revision=after.revision,
-        owner_token=guard.owner_token,
-        lease_id=guard.lease_id,
-        claim_lease_id=claim_lease_id,
-    )
+    return guard.moved(after.state, after.revision, claim_lease_id)

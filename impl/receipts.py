@@ -12,6 +12,7 @@ import attrs
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.errors import IdentityMismatchError, InvalidRecordError, OutOfRangeError
 from runstore.identity import ATTEMPT, ATTEMPT_SLOT, check_index, check_typed_id, run_attempt_id
+from runstore.requests import LeaseRequest
 from runstore.validation import boolean, index, member, ns, optional_text, text
 
 
@@ -41,6 +42,25 @@ class OwnedAttempt:
 
     def __attrs_post_init__(self) -> None:
         _check_attempt_binding(self.attempt_id, self.slot_id, self.retry_index)
+
+    @classmethod
+    def reserved(cls, slot_id: str, retry_index: int, lease: LeaseRequest) -> OwnedAttempt:
+        """The first guard of attempt ``retry_index`` of ``slot_id``, reserved under
+        ``lease``: state reserved, revision 0, no claim."""
+        return cls(
+            attempt_id=run_attempt_id(slot_id, retry_index),
+            slot_id=slot_id,
+            retry_index=retry_index,
+            state=AttemptState.RESERVED,
+            revision=0,
+            owner_token=lease.owner_token,
+            lease_id=lease.lease_id,
+        )
+
+    def moved(self, state: AttemptState, revision: int, claim_lease_id: str | None) -> OwnedAttempt:
+        """The same owner's guard after a transition to ``state`` at ``revision``, holding
+        the claim lease ``claim_lease_id`` (None when it holds no claim)."""
+        return attrs.evolve(self, state=state, revision=revision, claim_lease_id=claim_lease_id)
 
 
 @attrs.frozen(kw_only=True)

@@ -104,15 +104,7 @@ def reserve(
         at_ns=now_ns,
         payload=payloads.reserved_payload(slot_id, retry_index),
     )
-    guard = OwnedAttempt(
-        attempt_id=attempt.id,
-        slot_id=slot_id,
-        retry_index=retry_index,
-        state=AttemptState.RESERVED,
-        revision=0,
-        owner_token=lease.owner_token,
-        lease_id=lease.lease_id,
-    )
+    guard = OwnedAttempt.reserved(slot_id, retry_index, lease)
     return new_state, guard
 
 

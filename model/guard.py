@@ -134,14 +134,5 @@ def check_guard(
 def owned_attempt(
     guard: OwnedAttempt, attempt: AttemptRow, claim_lease_id: str | None
 ) -> OwnedAttempt:
-    """The guard describing ``attempt`` after a transition."""
-    return OwnedAttempt(
-        attempt_id=attempt.id,
-        slot_id=attempt.slot_id,
-        retry_index=attempt.retry_index,
-        state=attempt.state,
-        revision=attempt.revision,
-        owner_token=guard.owner_token,
-        lease_id=guard.lease_id,
-        claim_lease_id=claim_lease_id,
-    )
+    """The guard describing ``attempt`` after a transition, for the same owner."""
+    return guard.moved(attempt.state, attempt.revision, claim_lease_id)

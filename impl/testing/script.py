@@ -7,7 +7,8 @@ operations the *handle* of the attempt it acts on: guards flow between calls thr
 context dict (handle -> the attempt's latest guard), because a guard only exists once the
 call that returns it has run. The crash campaigns (:mod:`runstore.crashsim.scenarios`) and
 the event vectors (``tools/vectorgen/events.py``) are written in this one type, and both
-check a script by playing it through :func:`runstore.testing.lockstep.lockstep`.
+check a script by playing it through :func:`runstore.testing.lockstep.lockstep` (the
+event vectors with :func:`apply_in_lockstep`, call by call).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from runstore.records import (
     ResolvedRun,
 )
 from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
-from runstore.testing.lockstep import Writer
+from runstore.testing.lockstep import ModelWriter, Writer, lockstep
 
 Context = dict[str, OwnedAttempt]
 """Handle -> the latest guard of that attempt."""
@@ -55,18 +56,26 @@ class Call:
         if (self.attempt is None) == (self.operation in GUARDED or self.operation == "reserve"):
             raise ValueError(f"{self.name}: only reserve and guarded calls name an attempt")
 
-    def apply(self, writer: Writer, context: Context) -> object:
-        """Make the call on ``writer`` and return its result. A guard it returns (directly,
-        or in a claim disposition) replaces the handle's guard in ``context``."""
+    def invoke(self, writer: Writer, context: Context) -> object:
+        """Make the call on ``writer`` with the handle's guard from ``context``; returns
+        its result and leaves ``context`` as it was."""
         method = getattr(writer, self.operation)
         if self.operation in GUARDED:
             assert self.attempt is not None
-            result = method(attempt=context[self.attempt], **self.arguments)
-        else:
-            result = method(**self.arguments)
+            return method(attempt=context[self.attempt], **self.arguments)
+        return method(**self.arguments)
+
+    def keep(self, result: object, context: Context) -> None:
+        """Keep the guard ``result`` carries (directly, or in a claim disposition) as the
+        handle's latest guard."""
         guard = result.attempt if isinstance(result, ClaimDisposition) else result
         if self.attempt is not None and isinstance(guard, OwnedAttempt):
             context[self.attempt] = guard
+
+    def apply(self, writer: Writer, context: Context) -> object:
+        """:meth:`invoke`, then :meth:`keep` its result; returns the result."""
+        result = self.invoke(writer, context)
+        self.keep(result, context)
         return result
 
 
@@ -74,6 +83,16 @@ def play(calls: Sequence[Call], writer: Writer, context: Context | None = None) 
     """Apply each call in order; returns their results."""
     context = {} if context is None else context
     return [call.apply(writer, context) for call in calls]
+
+
+def apply_in_lockstep(call: Call, model: ModelWriter, store: Writer, context: Context) -> object:
+    """:func:`~runstore.testing.lockstep.lockstep` of ``call`` on the model and on the
+    store: both sides are handed the same guard from the shared ``context``, and the guard
+    they return (equal on both sides, or lockstep raises ``Diverged``) is kept afterwards.
+    A refusal shared by both is re-raised, leaving ``context`` unchanged."""
+    result = lockstep(model, store, lambda writer: call.invoke(writer, context))
+    call.keep(result, context)
+    return result
 
 
 # --- builders: one per writer method, named after it ---------------------------------------

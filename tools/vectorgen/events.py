@@ -16,7 +16,6 @@ their payload bytes included, must equal the model's. Anything else raises
 
 from __future__ import annotations
 
-import functools
 import tempfile
 from typing import Any
 
@@ -49,7 +48,7 @@ from runstore import model as m
 from runstore.canonical import JSON
 from runstore.errors import RunStoreError
 from runstore.testing import script
-from runstore.testing.lockstep import Diverged, ModelWriter, Writer, lockstep
+from runstore.testing.lockstep import Diverged, ModelWriter
 from runstore.testing.projection import model_projection, store_projection
 from runstore.testing.script import Call, Context
 
@@ -269,13 +268,6 @@ class Played:
     event_sequences: tuple[int, ...]
 
 
-def _apply(call: Call, contexts: dict[int, Context], writer: Writer) -> object:
-    """Make ``call`` on ``writer`` with that writer's own guards: each side presents only
-    guards it returned itself (a shared context would hand the store the guard the model
-    has just returned for this very call)."""
-    return call.apply(writer, contexts[id(writer)])
-
-
 def play() -> tuple[list[Played], list[Event]]:
     """Play :data:`SCENARIO` in lockstep on the model and on a fresh store; returns each
     call with the store's result and the sequences of the events it committed, and every
@@ -291,11 +283,11 @@ def play() -> tuple[list[Played], list[Event]]:
         store.subscribe(
             lambda e: delivered.append((e.sequence, e.kind, e.attempt_id, e.at_ns, e.payload))
         )
-        contexts: dict[int, Context] = {id(model): {}, id(store): {}}
+        context: Context = {}
         for call in SCENARIO:
             before, model_before = len(delivered), len(model.state.events)
             try:
-                result = lockstep(model, store, functools.partial(_apply, call, contexts))
+                result = script.apply_in_lockstep(call, model, store, context)
             except Diverged as error:
                 raise GenerationRefused(
                     f"the store and the model disagree at {call.name!r}: {error}"
@@ -311,7 +303,7 @@ def play() -> tuple[list[Played], list[Event]]:
                     f"the store and the model disagree at {call.name!r}: the store committed "
                     f"events {list(sequences)}, the model {list(modelled)}"
                 )
-            guard = contexts[id(store)].get(call.attempt or "")
+            guard = context.get(call.attempt or "")
             if call.attempt is not None and (guard is None or guard.attempt_id != call.attempt):
                 raise GenerationRefused(f"{call.name!r}: its handle is not its attempt's id")
             played.append(Played(call, result, sequences))
