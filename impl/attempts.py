@@ -24,7 +24,7 @@ from runstore.errors import (
     UnknownSlotError,
 )
 from runstore.events import append_history
-from runstore.guard import AttemptRecord, check_guard, owned_attempt
+from runstore.guard import AttemptRecord, check_guard
 from runstore.identity import run_attempt_id
 from runstore.leases import insert_lease, lease_exists
 from runstore.receipts import CommittedEvent, OwnedAttempt
@@ -167,4 +167,4 @@ def advance(
     after, event = transition(
         connection, before, checked.now_ns, phase, payloads.ATTEMPT_TRANSITION, payload
     )
-    return owned_attempt(guard, after, guard.claim_lease_id), event
+    return guard.moved(after.state, after.revision, guard.claim_lease_id), event

@@ -35,9 +35,6 @@ TERMINAL_ORDER: Final[tuple[AttemptState, ...]] = (S.ACCEPTED, S.CENSORED, S.SUP
 
 ALL_STATES: Final[tuple[AttemptState, ...]] = (*EXECUTION_PHASES, S.FINALIZING, *TERMINAL_ORDER)
 
-INITIAL_STATE: Final = S.RESERVED
-"""The state every attempt is created in (revision 0, from no state)."""
-
 # state -> the execution phases it may move to (h11 style). Revision 0 (nothing -> reserved)
 # is the reservation itself and is not an edge of this table.
 _EXECUTION_NEXT: Final[Mapping[AttemptState, tuple[AttemptState, ...]]] = MappingProxyType(

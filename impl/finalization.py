@@ -35,7 +35,7 @@ from runstore.errors import (
     RegistrationConflictError,
     UnknownArtifactError,
 )
-from runstore.guard import AttemptRecord, check_guard, owned_attempt
+from runstore.guard import AttemptRecord, check_guard
 from runstore.leases import insert_lease, lease_exists, release_attempt_leases
 from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
@@ -80,7 +80,9 @@ def begin_finalization(
         payload,
     )
     if not claimed:
-        return ClaimDisposition(attempt=owned_attempt(guard, after, None), claimed=False), event
+        return ClaimDisposition(
+            attempt=guard.moved(after.state, after.revision, None), claimed=False
+        ), event
     insert_lease(
         connection,
         lease_id=lease.lease_id,
@@ -97,7 +99,7 @@ def begin_finalization(
         (after.slot_id, after.id, lease.lease_id, checked.now_ns),
     )
     disposition = ClaimDisposition(
-        attempt=owned_attempt(guard, after, lease.lease_id), claimed=True
+        attempt=guard.moved(after.state, after.revision, lease.lease_id), claimed=True
     )
     return disposition, event
 

@@ -169,10 +169,3 @@ def check_guard(
     if guard.claim_lease_id != (None if claim is None else claim.id):
         raise LeaseMismatchError("the guard's claim lease is not the attempt's claim")
     return Guarded(attempt=attempt, reservation=reservation, claim_lease=claim, now_ns=now)
-
-
-def owned_attempt(
-    guard: OwnedAttempt, after: AttemptRecord, claim_lease_id: str | None
-) -> OwnedAttempt:
-    """The guard describing ``after`` (the attempt after a transition) for the same owner."""
-    return guard.moved(after.state, after.revision, claim_lease_id)

@@ -28,7 +28,6 @@ ATTEMPT_RESERVED: Final = "attempt_reserved"
 ATTEMPT_TRANSITION: Final = "attempt_transition"
 ATTEMPT_FINALIZING: Final = "attempt_finalizing"
 ATTEMPT_FINISHED: Final = "attempt_finished"
-EVENT_KINDS: Final = (ATTEMPT_RESERVED, ATTEMPT_TRANSITION, ATTEMPT_FINALIZING, ATTEMPT_FINISHED)
 
 CLAIMED: Final = "claimed"
 """``attempt_finalizing``'s ``claim`` when the attempt took the slot's success claim."""

@@ -23,7 +23,7 @@ from runstore.errors import (
 )
 from runstore.identity import run_attempt_id
 from runstore.model import events
-from runstore.model.guard import check_guard, owned_attempt
+from runstore.model.guard import check_guard
 from runstore.model.state import AttemptRow, LeaseRow, ModelState, Refusal, put, refuse, refused
 from runstore.receipts import OwnedAttempt
 from runstore.requests import LeaseRequest, RetryAuthorization
@@ -176,4 +176,4 @@ def advance(
     new_state, after, _ = transition(
         state, before, checked.now_ns, phase, payloads.ATTEMPT_TRANSITION, payload
     )
-    return new_state, owned_attempt(guard, after, guard.claim_lease_id)
+    return new_state, guard.moved(after.state, after.revision, guard.claim_lease_id)

@@ -33,7 +33,7 @@ from runstore.errors import (
 )
 from runstore.model.artifacts import with_artifact
 from runstore.model.attempts import transition
-from runstore.model.guard import check_guard, owned_attempt
+from runstore.model.guard import check_guard
 from runstore.model.state import (
     AttemptRow,
     ClaimRow,
@@ -94,7 +94,9 @@ def begin_finalization(
         state, before, checked.now_ns, AttemptState.FINALIZING, payloads.ATTEMPT_FINALIZING, payload
     )
     if not claimed:
-        return new_state, ClaimDisposition(attempt=owned_attempt(guard, after, None), claimed=False)
+        return new_state, ClaimDisposition(
+            attempt=guard.moved(after.state, after.revision, None), claimed=False
+        )
     lease_row = LeaseRow(
         id=lease.lease_id,
         fencing_token=state.next_fencing_token(),
@@ -116,7 +118,7 @@ def begin_finalization(
         claims=put(new_state.claims, claim.slot_id, claim),
     )
     return new_state, ClaimDisposition(
-        attempt=owned_attempt(guard, after, lease.lease_id), claimed=True
+        attempt=guard.moved(after.state, after.revision, lease.lease_id), claimed=True
     )
 
 

@@ -129,10 +129,3 @@ def check_guard(
     return Guarded(
         attempt=attempt, reservation=reservation, claim=claim, claim_lease=claim_lease, now_ns=now
     )
-
-
-def owned_attempt(
-    guard: OwnedAttempt, attempt: AttemptRow, claim_lease_id: str | None
-) -> OwnedAttempt:
-    """The guard describing ``attempt`` after a transition, for the same owner."""
-    return guard.moved(attempt.state, attempt.revision, claim_lease_id)
