@@ -536,11 +536,9 @@ class Rows:
 
     # observations
 
-    def observation(
-        self, attempt_id: str, obs_slot_id: str, *, with_artifact: bool = True, **overrides: Any
-    ) -> str:
+    def observation(self, attempt_id: str, obs_slot_id: str, **overrides: Any) -> str:
+        """An observation with its own (freshly registered) observation directory."""
         attempt_slot = self.current(attempt_id)[0]
-        artifact = self.artifact("observation") if with_artifact else None
         row: dict[str, Any] = {
             "id": typed_id("observation", self.label("observation")),
             "slot_id": obs_slot_id,
@@ -548,8 +546,8 @@ class Rows:
             "attempt_slot_id": attempt_slot,
             "valid": 1,
             "completion": "reached",
-            "artifact_id": artifact,
-            "artifact_kind": None if artifact is None else "observation",
+            "artifact_id": self.artifact("observation"),
+            "artifact_kind": "observation",
             "registered_at_ns": self.now(),
             "record_json": '{"result":{}}',
         }
@@ -566,3 +564,29 @@ class Rows:
         }
         row.update(overrides)
         insert(self.conn, "selected_observations", row)
+
+    # references that keep artifacts alive
+
+    def attempt_reference(self, attempt_id: str, artifact_id: str, role: str = "dataset") -> None:
+        insert(
+            self.conn,
+            "attempt_artifacts",
+            {"attempt_id": attempt_id, "role": role, "artifact_id": artifact_id},
+        )
+
+    def observation_reference(
+        self, observation_id: str, artifact_id: str, role: str = "metrics"
+    ) -> None:
+        insert(
+            self.conn,
+            "observation_artifacts",
+            {"observation_id": observation_id, "role": role, "artifact_id": artifact_id},
+        )
+
+    def leased_root(self, lease_id: str, artifact_id: str) -> None:
+        insert(self.conn, "leased_artifacts", {"lease_id": lease_id, "artifact_id": artifact_id})
+
+    def release(self, lease_id: str) -> None:
+        self.conn.execute(
+            "UPDATE leases SET released_at_ns = ? WHERE id = ?", (self.now(), lease_id)
+        )

@@ -37,6 +37,8 @@ VALUE = (
     "runstore.rules",
     "runstore.payloads",
     "runstore.shapes",
+    "runstore.arguments",
+    "runstore.attempt_record",
 )
 """The value layer: values and the leaf rules both the writer and the model call."""
 

@@ -23,6 +23,7 @@ from runstore import (
     ClaimDisposition,
     ExecutionKind,
     LeasePurpose,
+    ObservationReceipt,
     SlotRole,
     Superseded,
     run_attempt_id,
@@ -95,11 +96,14 @@ def test_a_failed_claim_owner_releases_the_claim_by_committing() -> None:
     assert claimed(t, second, name="claim-1", now=1_600).claim_lease_id == "claim-1"
 
 
-def test_a_claim_holder_may_commit_superseded_and_failed_without_acceptance_checks() -> None:
-    for outcome in (Superseded(), failed()):
+def test_a_claim_holder_may_fail_or_censor_without_acceptance_checks_but_not_supersede() -> None:
+    for outcome in (failed(), Censored(reason="budget")):
         t, fixture = world()
         guard = claimed(t, executing(t, reserved(t, fixture)))
         assert receipt(commit(t, guard, outcome)).state is outcome.state
+    t, fixture = world()
+    guard = claimed(t, executing(t, reserved(t, fixture)))
+    assert refused(commit(t, guard, Superseded())) == "outcome_not_permitted"
 
 
 # --- observations and acceptance -------------------------------------------------------
@@ -126,7 +130,9 @@ def test_reregistering_an_observation_is_a_no_op() -> None:
     guard = claimed(t, executing(t, reserved(t, fixture)))
     select(t, fixture, guard, "result-0")
     before = t.state
-    assert select(t, fixture, guard, "result-0", now=1_350) == guard
+    again = select(t, fixture, guard, "result-0", now=1_350)
+    assert isinstance(again, ObservationReceipt)
+    assert (again.attempt, again.selected, again.event_sequence) == (guard, False, None)
     assert t.state is before
 
 

@@ -38,8 +38,10 @@ from runstore import (
     ExecutionKind,
     FirstAttempt,
     Next,
+    OwnedAttempt,
     Retry,
     SlotRole,
+    Superseded,
     errors,
     run_attempt_id,
 )
@@ -169,6 +171,7 @@ def register_observation_of_wrong_kind() -> object:
         guard=guard,
         observation=observation(fixture.observation_slots[0], guard),
         artifact=artifact(ArtifactKind.DATASET, "x"),
+        references=(),
         select=False,
         now_ns=1_000,
     )
@@ -191,6 +194,7 @@ def commit_with_observation_artifact() -> object:
         outcome=failed(),
         artifact=artifact(ArtifactKind.OBSERVATION, "x"),
         references=(),
+        finished_at_ns=1_400,
         now_ns=1_400,
     )
 
@@ -262,6 +266,7 @@ def register_artifact_with_other_manifest() -> object:
         guard=guard,
         observation=observation(member, guard),
         artifact=first,
+        references=(),
         select=False,
         now_ns=1_000,
     )
@@ -271,6 +276,7 @@ def register_artifact_with_other_manifest() -> object:
         guard=guard,
         observation=observation(member, guard, score=2),
         artifact=changed,
+        references=(),
         select=False,
         now_ns=1_000,
     )
@@ -489,9 +495,95 @@ def advance_skipping_phases() -> object:
 
 
 @case("illegal_transition")
-def advance_into_finalizing() -> object:
+def advance_into_finalizing_twice() -> object:
     t, fixture = world()
-    return t.do(advance, guard=reserved(t, fixture), phase=AttemptState.FINALIZING, now_ns=1_000)
+    guard = finalizing(t, reserved(t, fixture))
+    return t.do(advance, guard=guard, phase=AttemptState.FINALIZING, now_ns=1_100)
+
+
+def finalizing(t: Transcript, guard: OwnedAttempt) -> OwnedAttempt:
+    """``guard`` advanced into finalizing without contending for the claim."""
+    moved = t.do(advance, guard=guard, phase=AttemptState.FINALIZING, now_ns=1_050)
+    assert isinstance(moved, OwnedAttempt) and moved.claim_lease_id is None, moved
+    return moved
+
+
+@case("claim_required")
+def accept_after_finalizing_without_contention() -> object:
+    t, fixture = world()
+    guard = finalizing(t, executing(t, reserved(t, fixture)))
+    return commit(t, guard, Accepted())
+
+
+@case("outcome_not_permitted")
+def supersede_without_contention() -> object:
+    t, fixture = world()
+    return commit(t, finalizing(t, executing(t, reserved(t, fixture))), Superseded())
+
+
+@case("outcome_not_permitted")
+def supersede_the_claim_holder() -> object:
+    t, fixture = world()
+    return commit(t, claimed(t, executing(t, reserved(t, fixture))), Superseded())
+
+
+@case("outcome_not_permitted")
+def fail_after_a_superseded_decision() -> object:
+    t, fixture = world()
+    claimed(t, executing(t, reserved(t, fixture)))
+    loser = executing(t, reserved(t, fixture, name="reservation-1"), now=1_110)
+    disposition = t.do(
+        begin_finalization, guard=loser, lease=lease("claim-1", 10_000), now_ns=1_210
+    )
+    assert isinstance(disposition, ClaimDisposition) and not disposition.claimed
+    return commit(t, disposition.attempt, failed())
+
+
+@case("unknown_artifact")
+def observe_with_an_unknown_reference() -> object:
+    t, fixture = world()
+    guard = reserved(t, fixture)
+    return t.do(
+        register_observation,
+        guard=guard,
+        observation=observation(fixture.observation_slots[0], guard),
+        artifact=artifact(ArtifactKind.OBSERVATION, "x"),
+        references=(("metrics", artifact(ArtifactKind.METRICS, "m").id),),
+        select=False,
+        now_ns=1_000,
+    )
+
+
+@case("registration_conflict")
+def observe_again_with_other_references() -> object:
+    t, fixture = world()
+    guard = reserved(t, fixture)
+    own = artifact(ArtifactKind.OBSERVATION, "x")
+    arguments = {
+        "guard": guard,
+        "observation": observation(fixture.observation_slots[0], guard),
+        "artifact": own,
+        "select": False,
+        "now_ns": 1_000,
+    }
+    t.do(register_observation, references=(), **arguments)
+    return t.do(register_observation, references=(("result", own.id),), **arguments)
+
+
+@case("invalid_record")
+def observe_with_an_empty_reference_role() -> object:
+    t, fixture = world()
+    guard = reserved(t, fixture)
+    own = artifact(ArtifactKind.OBSERVATION, "x")
+    return t.do(
+        register_observation,
+        guard=guard,
+        observation=observation(fixture.observation_slots[0], guard),
+        artifact=own,
+        references=(("", own.id),),
+        select=False,
+        now_ns=1_000,
+    )
 
 
 @case("illegal_transition")
@@ -609,6 +701,7 @@ def observe_for_another_attempt() -> object:
         guard=guard,
         observation=observation(fixture.observation_slots[0], other),
         artifact=artifact(ArtifactKind.OBSERVATION, "x"),
+        references=(),
         select=False,
         now_ns=1_000,
     )

@@ -29,7 +29,7 @@ def test_observation_of_an_owned_slot(rows: Rows) -> None:
     world = rows.world()
     attempt = rows.attempt_in(world.slot, "executing")
     rows.observation(attempt, world.obs_slot)
-    rows.observation(attempt, world.obs_slot, with_artifact=False, valid=0)
+    rows.observation(attempt, world.obs_slot, valid=0)
     assert count(rows.conn, "observations", "slot_id = ?", world.obs_slot) == 2
 
 
@@ -58,8 +58,6 @@ def test_observation_directory_is_an_observation_artifact(rows: Rows) -> None:
         rows.observation(attempt, world.obs_slot, artifact_id=dataset)
     with check_failed("observation_artifact_kind"):
         rows.observation(attempt, world.obs_slot, artifact_id=dataset, artifact_kind="dataset")
-    with check_failed("observation_artifact_id_with_kind"):
-        rows.observation(attempt, world.obs_slot, artifact_kind=None)
     with check_failed("observation_completion"):
         rows.observation(attempt, world.obs_slot, completion="partial")
     with check_failed("observation_valid_is_boolean"):

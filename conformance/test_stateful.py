@@ -243,7 +243,9 @@ class WriterMatchesModel(RuleBasedStateMachine):
         if not self.guards:
             return
         guard, store, now = self._guard(data), self._store(data), self._now(data)
-        legal = [AttemptState(b) for a, b in edges.EXECUTION_EDGES if a == guard.state.value]
+        legal = [
+            b for a, b in edges.LEGAL_EDGES if a == guard.state and edges.is_advance_edge(a, b)
+        ]
         phase = data.draw(st.sampled_from([*legal, *legal, *legal, phase]), label="phase")
         self._keep(self._lockstep(store, lambda w: w.advance(guard, phase, now)))
 
@@ -299,9 +301,19 @@ class WriterMatchesModel(RuleBasedStateMachine):
             completion=completion,
             result={"score": score},
         )
-        self._lockstep(
-            store, lambda w: w.register_observation(guard, observation, artifact, select, now)
+        known = [*sorted(self.model.state.artifacts), "run-store-v1:other-" + "0" * 64]
+        references = data.draw(
+            st.lists(
+                st.tuples(st.sampled_from(["result", "metrics", ""]), st.sampled_from(known)),
+                max_size=2,
+            ),
+            label="references",
         )
+        receipt = self._lockstep(
+            store,
+            lambda w: w.register_observation(guard, observation, artifact, references, select, now),
+        )
+        self._keep(receipt and receipt.attempt)
 
     @rule(data=st.data(), outcome=outcomes, artifact=attempt_artifacts)
     def commit_finalization(
@@ -321,8 +333,10 @@ class WriterMatchesModel(RuleBasedStateMachine):
             label="references",
         )
         now = self._now(data)
+        finished = data.draw(st.integers(-30, 3).map(lambda d: max(0, now + d)), label="finished")
         self._lockstep(
-            store, lambda w: w.commit_finalization(guard, outcome, artifact, references, now)
+            store,
+            lambda w: w.commit_finalization(guard, outcome, artifact, references, finished, now),
         )
 
     @rule(data=st.data())
@@ -355,7 +369,8 @@ class WriterMatchesModel(RuleBasedStateMachine):
                     payloads.ATTEMPT_FINALIZING,
                     payload,
                 )
-            finalization.finish(connection, record, record.updated_at_ns, Accepted(), final, [])
+            at = record.updated_at_ns
+            finalization.finish(connection, record, at, at, Accepted(), final, [])
 
     @rule(data=st.data(), outcome=st.one_of(st.just(Accepted()), outcomes), stop=st.integers(2, 10))
     def drive_an_owned_attempt(self, data: st.DataObject, outcome: Any, stop: int) -> None:
@@ -382,6 +397,17 @@ class WriterMatchesModel(RuleBasedStateMachine):
                 guard = self._keep_and_return(
                     self._lockstep(store, lambda w, g=guard, p=phase, t=now: w.advance(g, p, t))
                 )
+            elif (
+                state is not AttemptState.FINALIZING
+                and not isinstance(outcome, Accepted)
+                and (data.draw(st.booleans(), label="without claim"))
+            ):
+                guard = self._keep_and_return(
+                    self._lockstep(
+                        store,
+                        lambda w, g=guard, t=now: w.advance(g, AttemptState.FINALIZING, t),
+                    )
+                )
             elif state is not AttemptState.FINALIZING:
                 self.lease_serial += 1
                 lease = LeaseRequest(
@@ -403,17 +429,20 @@ class WriterMatchesModel(RuleBasedStateMachine):
                     result={"score": steps},
                 )
                 seen = artifact(ArtifactKind.OBSERVATION, 10 + steps)
-                guard = self._lockstep(
+                receipt = self._lockstep(
                     store,
                     lambda w, g=guard, o=observation, a=seen, t=now: w.register_observation(
-                        g, o, a, True, t
+                        g, o, a, (), True, t
                     ),
                 )
+                guard = receipt and receipt.attempt
             else:
                 final = artifact(ArtifactKind.ATTEMPT, 20 + self.clock % 7)
                 self._lockstep(
                     store,
-                    lambda w, g=guard, a=final, t=now: w.commit_finalization(g, outcome, a, [], t),
+                    lambda w, g=guard, a=final, t=now: w.commit_finalization(
+                        g, outcome, a, [], t, t
+                    ),
                 )
                 return
 

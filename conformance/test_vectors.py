@@ -38,6 +38,7 @@ from runstore import (
     LeaseRequest,
     Next,
     Observation,
+    ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
     ResolvedRun,
@@ -133,9 +134,12 @@ class OnePayloadOff(ModelWriter):
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
         references: Sequence[tuple[str, str]],
+        finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt:
-        result = super().commit_finalization(attempt, outcome, artifact, references, now_ns)
+        result = super().commit_finalization(
+            attempt, outcome, artifact, references, finished_at_ns, now_ns
+        )
         if isinstance(outcome, Censored):
             *earlier, last = self.state.events
             payload = {("To" if key == "to" else key): v for key, v in last.payload.items()}
@@ -451,6 +455,8 @@ def payload_keys(kind: str, payload: dict[str, Any]) -> set[str]:
     if kind == "attempt_finished":
         extra = {"failed": {"failure_code", "details"}, "censored": {"reason"}}
         return base | extra.get(payload["to"], set())
+    if kind == "observation_registered":
+        return {"observation_id", "slot_id", "artifact_id", "references", "registered", "selected"}
     raise AssertionError(f"unknown event kind {kind!r}")
 
 
@@ -470,6 +476,14 @@ def test_event_payload_bytes(case: dict[str, Any]) -> None:
     payload: dict[str, Any] = decoded
     kind = case["kind"]
     assert set(payload) == payload_keys(kind, payload)
+    assert ns_to_json(ns_from_json(case["at_ns"])) == case["at_ns"]
+    assert type(case["sequence"]) is int and case["sequence"] >= 1
+    if kind == "observation_registered":
+        references = payload["references"]
+        assert references == sorted(references, key=lambda r: (r["role"], r["artifact_id"]))
+        assert all(set(r) == {"artifact_id", "role"} for r in references)
+        assert type(payload["registered"]) is bool and type(payload["selected"]) is bool
+        return
     assert type(payload["revision"]) is int and payload["revision"] >= 0
     assert ns_to_json(ns_from_json(case["at_ns"])) == case["at_ns"]
     assert type(case["sequence"]) is int and case["sequence"] >= 1
@@ -503,6 +517,9 @@ def test_event_history_is_one_chain_per_attempt() -> None:
         payload = event_payload(case)
         at_ns = int(case["at_ns"])
         assert case["name"] == produced[case["sequence"]]["name"]
+        if case["kind"] == "observation_registered":  # no transition: not in the chain
+            assert case["attempt_id"] in last and last[case["attempt_id"]][0] not in TERMINAL
+            continue
         if case["attempt_id"] in last:
             state, revision, previous_ns = last[case["attempt_id"]]
             assert (payload["from"], payload["revision"]) == (state, revision + 1)
@@ -547,6 +564,14 @@ def result_document(result: object) -> dict[str, Any]:
         return {"slot_id": result}
     if isinstance(result, ClaimDisposition):
         return {**result_document(result.attempt), "claimed": result.claimed}
+    if isinstance(result, ObservationReceipt):
+        return {
+            **result_document(result.attempt),
+            "observation_id": result.observation_id,
+            "selected": result.selected,
+            "selection": result.selection,
+            "event_sequence": result.event_sequence,
+        }
     if isinstance(result, OwnedAttempt):
         return {
             "attempt_id": result.attempt_id,
@@ -590,6 +615,7 @@ def replay(store: RunStore, operation: dict[str, Any], guards: dict[str, OwnedAt
             guard,
             Observation.from_json(a["observation"]),
             ArtifactRegistration.from_json(a["artifact"]),
+            [(role, artifact_id) for role, artifact_id in a["references"]],
             a["select"],
             now_ns,
         )
@@ -600,6 +626,7 @@ def replay(store: RunStore, operation: dict[str, Any], guards: dict[str, OwnedAt
         outcome_of(a["outcome"]),
         ArtifactRegistration.from_json(a["artifact"]),
         references,
+        ns_from_json(a["finished_at_ns"]),
         now_ns,
     )
 
@@ -615,7 +642,11 @@ def test_event_operations_replay_to_the_same_bytes(tmp_path: Path) -> None:
             assert result_document(result) == operation["result"], operation["name"]
             sequences = [event.sequence for event in delivered[before:]]
             assert sequences == operation["event_sequences"], operation["name"]
-            guard = result.attempt if isinstance(result, ClaimDisposition) else result
+            guard = (
+                result.attempt
+                if isinstance(result, ClaimDisposition | ObservationReceipt)
+                else result
+            )
             if isinstance(guard, OwnedAttempt):
                 guards[guard.attempt_id] = guard
     replayed = [
@@ -674,12 +705,13 @@ def test_events_cover_the_scenario_section_10_promises() -> None:
         "attempt_transition",
         "attempt_finalizing",
         "attempt_finished",
+        "observation_registered",
     }
     assert {p["retry_index"] for c, p in events if c["kind"] == "attempt_reserved"} == {0, 1}
     transitions = {(p["from"], p["to"]) for c, p in events if c["kind"] == "attempt_transition"}
     assert transitions == EXECUTION_EDGES
     claims = {p.get("claim") for c, p in events if c["kind"] == "attempt_finalizing"}
-    assert claims == {"claimed", "superseded"}
+    assert claims == {"claimed", "superseded", None}
     finished = {p["to"]: p for c, p in events if c["kind"] == "attempt_finished"}
     assert set(finished) == TERMINAL
     reason = finished["censored"]["reason"]
@@ -694,3 +726,6 @@ def test_events_cover_the_scenario_section_10_promises() -> None:
     assert clamped, "no event pins the clamp of a clock that went backward"
     selected = [o for o in EVENTS["operations"] if o["operation"] == "register_observation"]
     assert selected and all(o["arguments"]["select"] for o in selected)
+    assert any(o["arguments"]["references"] for o in selected)
+    commits = [o["arguments"] for o in EVENTS["operations"] if "finished_at_ns" in o["arguments"]]
+    assert any(int(a["finished_at_ns"]) < int(a["now_ns"]) for a in commits)

@@ -3,8 +3,9 @@ commit, and reopening without replay.
 
 The payload bytes are pinned literally (SPEC.md section 7), one named case per event: the
 reservation of retries 0..3, an execution transition, the finalizing decision with
-``claim`` claimed and superseded, and ``attempt_finished`` for each outcome (failed with
-its code and object diagnostic, censored with its reason, superseded, accepted).
+``claim`` claimed and superseded and without a claim (entered through ``advance``), an
+observation's registration, and ``attempt_finished`` for each outcome (failed with its
+code and object diagnostic, censored with its reason, superseded, accepted).
 """
 
 from __future__ import annotations
@@ -126,16 +127,30 @@ PINNED: list[tuple[str, int, str, str, int, bytes]] = [
         b'{"claim":"claimed","from":"reserved","revision":1,"to":"finalizing"}',
     ),
     (
-        "attempt_finalizing superseded from reserved",
+        "attempt_finalizing without contending (advance)",
         11,
         "attempt_finalizing",
         A3,
         2_150,
-        b'{"claim":"superseded","from":"reserved","revision":1,"to":"finalizing"}',
+        b'{"from":"reserved","revision":1,"to":"finalizing"}',
+    ),
+    (
+        "observation_registered and selected",
+        12,
+        "observation_registered",
+        A2,
+        2_200,
+        b'{"artifact_id":"run-store-v1:observation-'
+        b'1a57a3ff80e77edfddefc0f7e273cef993eb378387bd7ba5a45b8ac1d9a2fb40",'
+        b'"observation_id":"observation:v1:'
+        b'0888e2278fe5a110fa9f030b241410d23782f810e93c3cbe1dffb515068f6cf9",'
+        b'"references":[],"registered":true,"selected":true,'
+        b'"slot_id":"observation-slot:v1:'
+        b'e0f31bbab8c606554b700194191ae39d2737214df5485a7e241dc9d71d244285"}',
     ),
     (
         "attempt_finished censored with reason",
-        12,
+        13,
         "attempt_finished",
         A3,
         2_300,
@@ -144,7 +159,7 @@ PINNED: list[tuple[str, int, str, str, int, bytes]] = [
     ),
     (
         "attempt_finished accepted",
-        13,
+        14,
         "attempt_finished",
         A2,
         2_400,
@@ -176,7 +191,7 @@ def test_each_event_kind_has_its_pinned_canonical_bytes(world: World) -> None:
     a2 = world.start(fixture, "reservation-2", authorization=retry, now=2_000)
     a3 = world.start(fixture, "reservation-3", authorization=Next(retry=True), now=2_010)
     a2 = world.claim(a2, "claim-2", 2_100).attempt
-    a3 = world.claim(a3, "claim-3", 2_150).attempt
+    a3 = world.advance(a3, AttemptState.FINALIZING, 2_150)
     world.publish(a2, fixture.observation_slots[0], "result-2", 2_200)
     world.finish(a3, Censored(reason='budget exhausted after 5 \u00b5s "hard"'), "a3", 2_300)
     world.finish(a2, Accepted(), "attempt-2", 2_400)
@@ -215,9 +230,9 @@ def test_subscribers_run_after_commit_and_see_committed_rows(world: World) -> No
     guard = world.advance(guard, AttemptState.MATERIALIZING, 1_100)
     guard = world.claim(guard, "claim-0", 1_200).attempt
     world.renew(guard, 12_000, 1_250)  # no event
-    world.publish(guard, fixture.observation_slots[0], "result-0", 1_300)  # no event
+    world.publish(guard, fixture.observation_slots[0], "result-0", 1_300)
     world.finish(guard, Accepted(), "attempt-0", 1_400)
-    assert [sequence for sequence, _, _ in seen] == [1, 2, 3, 4]
+    assert [sequence for sequence, _, _ in seen] == [1, 2, 3, 4, 5]
     for sequence, in_transaction, visible in seen:
         assert not in_transaction
         event = world.delivered[sequence - 1]
@@ -303,3 +318,31 @@ def test_reopening_shows_committed_state_without_replaying_events(tmp_path: Path
         ]
     finally:
         reopened.close()
+
+
+def test_a_raising_subscriber_never_costs_a_committed_result(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 9, observation 3: a subscriber that raises used to make ``reserve`` raise
+    although attempt 0 had committed (the caller lost its guard). Now the call returns its
+    value, the failure is logged and counted, and later subscribers still get the event."""
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    later: list[int] = []
+
+    def broken(event: CommittedEvent) -> None:
+        raise RuntimeError(f"subscriber bug at {event.sequence}")
+
+    world.store.subscribe(broken)
+    world.store.subscribe(lambda event: later.append(event.sequence))
+    with caplog.at_level("ERROR", logger="runstore.subscribers"):
+        guard = world.start(fixture, "reservation-0")
+    assert (guard.retry_index, guard.revision) == (0, 0)
+    assert world.store.subscriber_failures == 1
+    assert later == [1]
+    assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [RuntimeError]
+    assert "raised on committed event 1" in caplog.text
+    moved = world.advance(guard, AttemptState.MATERIALIZING, 1_100)
+    assert moved.revision == 1 and later == [1, 2]
+    assert world.store.subscriber_failures == 2
+    world.check()

@@ -123,14 +123,14 @@ def test_each_execution_edge_appends_one_transition_and_event(
 
 
 @pytest.mark.parametrize("source", list(PATHS), ids=lambda state: state.value)
-def test_every_other_edge_is_illegal_and_finalizing_is_reached_only_by_a_claim(
+def test_every_other_edge_is_illegal_and_finalizing_has_two_ways_in(
     world: World, source: AttemptState
 ) -> None:
     fixture = sc.slot_fixture()
     world.register(fixture)
     guard = world.walk(world.start(fixture, "reservation-0"), PATHS[source], 1_100)
     for target in AttemptState:
-        if (source, target) not in EXECUTION_EDGES:
+        if (source, target) not in EXECUTION_EDGES and target is not S.FINALIZING:
             world.refused("illegal_transition", world.advance, guard, target, 2_000)
     disposition = world.claim(guard, "claim-0", 2_000)
     assert disposition.claimed
@@ -146,6 +146,38 @@ def test_every_other_edge_is_illegal_and_finalizing_is_reached_only_by_a_claim(
         world.refused("illegal_transition", world.advance, finalizing, target, 2_100)
     # begin_finalization from finalizing is illegal too.
     world.refused("illegal_transition", lambda: world.claim(finalizing, "claim-1", 2_100))
+    world.check()
+
+
+@pytest.mark.parametrize("source", list(PATHS), ids=lambda state: state.value)
+def test_advance_enters_finalizing_from_every_phase_without_contending(
+    world: World, source: AttemptState
+) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    guard = world.walk(world.start(fixture, "reservation-0"), PATHS[source], 1_100)
+    finalizing = world.advance(guard, S.FINALIZING, 2_000)
+    assert (finalizing.state, finalizing.revision) == (S.FINALIZING, guard.revision + 1)
+    assert finalizing.claim_lease_id is None
+    payload = {"from": source.value, "to": "finalizing", "revision": guard.revision + 1}
+    assert world.rows(EVENTS, (guard.attempt_id,))[-1][1:] == (
+        "attempt_finalizing",
+        2_000,
+        canonical.encode(payload),
+    )
+    assert world.rows("SELECT count(*) FROM finalization_claims") == [(0,)]
+    assert world.rows(LEASES, (guard.attempt_id,)) == [
+        ("reservation-0", "reservation", 1_000, EXPIRES, None)
+    ]
+    for target in AttemptState:
+        world.refused("illegal_transition", world.advance, finalizing, target, 2_100)
+    world.refused("illegal_transition", lambda: world.claim(finalizing, "claim-0", 2_100))
+    world.refused("claim_required", lambda: world.finish(finalizing, Accepted(), "a", 2_200))
+    world.refused(
+        "outcome_not_permitted", lambda: world.finish(finalizing, Superseded(), "a", 2_200)
+    )
+    receipt = world.finish(finalizing, Censored(reason="deadline"), "a", 2_200)
+    assert receipt.state is S.CENSORED
     world.check()
 
 
@@ -179,8 +211,13 @@ OUTCOMES: list[TerminalOutcome] = [
 ]
 
 
-@pytest.mark.parametrize("outcome", OUTCOMES, ids=lambda outcome: outcome.state.value)
+CLAIM_HOLDER_OUTCOMES = [o for o in OUTCOMES if not isinstance(o, Superseded)]
+
+
+@pytest.mark.parametrize("outcome", CLAIM_HOLDER_OUTCOMES, ids=lambda outcome: outcome.state.value)
 def test_each_terminal_outcome_of_a_claim_holder(world: World, outcome: TerminalOutcome) -> None:
+    """Finished at 1_350 (the immutable finish time: transition, event, projection,
+    receipt) and committed at 1_400 (lease checks and release)."""
     fixture = sc.slot_fixture()
     world.register(fixture)
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
@@ -188,7 +225,12 @@ def test_each_terminal_outcome_of_a_claim_holder(world: World, outcome: Terminal
     world.publish(guard, fixture.observation_slots[0], "result-0", 1_300)
     dataset = sc.artifact(ArtifactKind.OBSERVATION, "result-0")
     final = sc.artifact(ArtifactKind.ATTEMPT, "attempt-0")
-    receipt = world.finish(guard, outcome, "attempt-0", 1_400, [("inputs", dataset.id)])
+    world.refused(
+        "outcome_not_permitted", lambda: world.finish(guard, Superseded(), "attempt-0", 1_400)
+    )
+    receipt = world.finish(
+        guard, outcome, "attempt-0", 1_400, [("inputs", dataset.id)], finished=1_350
+    )
 
     attempt_id = guard.attempt_id
     (sequence,) = world.rows("SELECT max(sequence) FROM events")[0]
@@ -197,16 +239,17 @@ def test_each_terminal_outcome_of_a_claim_holder(world: World, outcome: Terminal
         fixture.slot_id,
         0,
     )
-    assert (receipt.state, receipt.revision, receipt.finished_at_ns) == (outcome.state, 6, 1_400)
-    assert receipt.event_sequence == sequence == 7
+    assert (receipt.state, receipt.revision, receipt.finished_at_ns) == (outcome.state, 6, 1_350)
+    # 5 transitions and the observation's registration came first.
+    assert receipt.event_sequence == sequence == 8
     failure = outcome.code if isinstance(outcome, Failed) else None
     reason = outcome.reason if isinstance(outcome, Censored) else None
     assert world.rows(ATTEMPT_ROW, (attempt_id,)) == [
-        (outcome.state.value, 6, 1_000, 1_400, 1_400, failure, reason, final.id, "attempt")
+        (outcome.state.value, 6, 1_000, 1_350, 1_350, failure, reason, final.id, "attempt")
     ]
     assert world.rows(TRANSITIONS, (attempt_id,))[-2:] == [
         (5, "executing", "finalizing", 1_200, 6),
-        (6, "finalizing", outcome.state.value, 1_400, 7),
+        (6, "finalizing", outcome.state.value, 1_350, 8),
     ]
     document: dict[str, canonical.JSON] = {
         "from": "finalizing",
@@ -218,12 +261,12 @@ def test_each_terminal_outcome_of_a_claim_holder(world: World, outcome: Terminal
     if isinstance(outcome, Censored):
         document["reason"] = outcome.reason
     assert world.rows(EVENTS, (attempt_id,))[-1] == (
-        7,
+        8,
         "attempt_finished",
-        1_400,
+        1_350,
         canonical.encode(document),
     )
-    # Every lease is released at the finish time, the claim row is gone, and the final
+    # Every lease is released at the commit time, the claim row is gone, and the final
     # artifact and the reference are recorded.
     assert world.rows(LEASES, (attempt_id,)) == [
         ("reservation-0", "reservation", 1_000, EXPIRES, 1_400),
@@ -241,10 +284,7 @@ def test_each_terminal_outcome_of_a_claim_holder(world: World, outcome: Terminal
     world.check()
 
 
-@pytest.mark.parametrize("outcome", OUTCOMES[1:], ids=lambda outcome: outcome.state.value)
-def test_failure_censoring_and_supersession_need_no_claim(
-    world: World, outcome: TerminalOutcome
-) -> None:
+def test_a_superseded_contender_commits_superseded_and_nothing_else(world: World) -> None:
     fixture = sc.slot_fixture()
     world.register(fixture)
     winner = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
@@ -255,8 +295,13 @@ def test_failure_censoring_and_supersession_need_no_claim(
     loser = disposition.attempt
     assert world.rows("SELECT id FROM leases WHERE id = 'claim-1'") == []
     world.refused("claim_required", lambda: world.finish(loser, Accepted(), "attempt-1", 1_400))
-    receipt = world.finish(loser, outcome, "attempt-1", 1_400)
-    assert (receipt.state, receipt.revision) == (outcome.state, 2)
+    for outcome in OUTCOMES:
+        if not isinstance(outcome, Accepted | Superseded):
+            world.refused(
+                "outcome_not_permitted", lambda o=outcome: world.finish(loser, o, "a-1", 1_400)
+            )
+    receipt = world.finish(loser, Superseded(), "attempt-1", 1_400)
+    assert (receipt.state, receipt.revision) == (S.SUPERSEDED, 2)
     assert world.rows(LEASES, (loser.attempt_id,)) == [
         ("reservation-1", "reservation", 1_010, EXPIRES, 1_400)
     ]
@@ -264,4 +309,30 @@ def test_failure_censoring_and_supersession_need_no_claim(
     assert world.rows("SELECT attempt_id, lease_id FROM finalization_claims") == [
         (winner.attempt_id, "claim-0")
     ]
+    world.check()
+
+
+def test_a_failing_attempt_does_not_cost_a_concurrent_success(world: World) -> None:
+    """Issue 9, observation 4: a failing attempt A and a successful retry C overlap. A
+    enters finalizing without contending and commits Failed; C takes the claim and is
+    accepted; the slot is satisfied."""
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    failing = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    retry = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=1_010)
+    retry = world.walk(retry, sc.EXECUTION_PATH, 1_150)
+    failing = world.advance(failing, S.FINALIZING, 1_200)
+    retry = world.claim(retry, "claim-1", 1_250).attempt
+    failure = Failed(code="worker_exit", details={"exit_status": 1})
+    assert world.finish(failing, failure, "attempt-0", 1_300).state is S.FAILED
+    world.publish(retry, fixture.observation_slots[0], "result-1", 1_350)
+    assert world.finish(retry, Accepted(), "attempt-1", 1_400).state is S.ACCEPTED
+    assert world.rows("SELECT retry_index, state FROM attempts ORDER BY retry_index") == [
+        (0, "failed"),
+        (1, "accepted"),
+    ]
+    world.refused(
+        "slot_satisfied",
+        lambda: world.start(fixture, "reservation-2", authorization=Next(retry=True), now=1_500),
+    )
     world.check()

@@ -108,7 +108,11 @@ def test_each_retry_authorization(
             2_000,
             2_000,
             None,
-            f'{{"id":"{attempt_id}","retry_index":{expected},"slot_id":"{fixture.slot_id}"}}'.encode(),
+            (
+                f'{{"id":"{attempt_id}","retry_index":{expected},"revision":0,'
+                f'"slot_id":"{fixture.slot_id}","started_at_ns":"2000","state":"reserved",'
+                '"updated_at_ns":"2000"}'
+            ).encode(),
         )
     ]
     # The reservation lease has the next fencing token; revision 0 and its event go

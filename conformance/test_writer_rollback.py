@@ -21,7 +21,6 @@ from runstore import (
     Failed,
     Next,
     OwnedAttempt,
-    Superseded,
     TerminalOutcome,
     sql,
 )
@@ -153,7 +152,7 @@ def test_a_failing_lease_insert_rolls_back_the_attempt_row_already_written(
 
 @pytest.mark.parametrize(
     "outcome",
-    [Accepted(), Failed(code="oom", details={}), Censored(reason="budget"), Superseded()],
+    [Accepted(), Failed(code="oom", details={}), Censored(reason="budget")],
     ids=lambda outcome: outcome.state.value,
 )
 def test_a_reference_to_an_unregistered_artifact_writes_nothing(
@@ -207,7 +206,7 @@ def test_a_terminal_commit_failing_after_the_attempts_update_rolls_everything_ba
         world,
         observer,
         lambda: world.store.commit_finalization(
-            guard, Accepted(), final, [("inputs", dataset)], 1_400
+            guard, Accepted(), final, [("inputs", dataset)], 1_400, 1_400
         ),
     )
     # The failure struck after the projection update, the terminal event and transition,
@@ -236,7 +235,8 @@ def test_a_terminal_commit_failing_after_the_attempts_update_rolls_everything_ba
     assert world.rows("SELECT * FROM attempt_artifacts") == []
     # The owner's guard is still good: the same commit then goes through.
     receipt = world.finish(guard, Accepted(), "attempt-0", 1_400, [("inputs", dataset)])
-    assert (receipt.state, receipt.event_sequence) == (S.ACCEPTED, 7)
+    # Events: 6 transitions, the observation's registration, then this terminal one.
+    assert (receipt.state, receipt.event_sequence) == (S.ACCEPTED, 8)
     world.check()
 
 

@@ -37,6 +37,7 @@ from runstore import (
     FirstAttempt,
     LeaseRequest,
     Observation,
+    ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
     RetryAuthorization,
@@ -122,9 +123,10 @@ class World:
         artifact: ArtifactRegistration,
         select: bool,
         now: int,
-    ) -> OwnedAttempt:
+        references: Sequence[tuple[str, str]] = (),
+    ) -> ObservationReceipt:
         return self.lockstep(
-            lambda w: w.register_observation(guard, observation, artifact, select, now)
+            lambda w: w.register_observation(guard, observation, artifact, references, select, now)
         )
 
     def conclude(
@@ -134,9 +136,13 @@ class World:
         artifact: ArtifactRegistration,
         references: Sequence[tuple[str, str]],
         now: int,
+        finished: int | None = None,
     ) -> TerminalAttempt:
+        """``commit_finalization`` committed at ``now``, finished at ``finished`` (default
+        ``now``)."""
+        at = now if finished is None else finished
         return self.lockstep(
-            lambda w: w.commit_finalization(guard, outcome, artifact, references, now)
+            lambda w: w.commit_finalization(guard, outcome, artifact, references, at, now)
         )
 
     # --- shortcuts ----------------------------------------------------------------------
@@ -196,10 +202,12 @@ class World:
         label: str,
         now: int,
         references: Sequence[tuple[str, str]] = (),
+        finished: int | None = None,
     ) -> TerminalAttempt:
-        """``commit_finalization`` with the attempt artifact ``label``."""
+        """``commit_finalization`` with the attempt artifact ``label``, committed at ``now``
+        and finished at ``finished`` (default ``now``)."""
         return self.conclude(
-            guard, outcome, sc.artifact(ArtifactKind.ATTEMPT, label), references, now
+            guard, outcome, sc.artifact(ArtifactKind.ATTEMPT, label), references, now, finished
         )
 
     # --- durable state ------------------------------------------------------------------

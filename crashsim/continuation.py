@@ -91,7 +91,7 @@ def _retry(step: _Lockstep, now: int, lease: LeaseRequest) -> str:
         final = guard
         step.both(
             "commit Superseded",
-            lambda w: w.commit_finalization(final, Superseded(), attempt, (), now + 20),
+            lambda w: w.commit_finalization(final, Superseded(), attempt, (), now + 19, now + 20),
         )
         return "retry superseded (the crashed attempt still holds the claim)"
     claimed = guard
@@ -99,11 +99,11 @@ def _retry(step: _Lockstep, now: int, lease: LeaseRequest) -> str:
     published = fx.artifact(ArtifactKind.OBSERVATION, f"continuation-{claimed.attempt_id}")
     step.both(
         "register_observation",
-        lambda w: w.register_observation(claimed, observation, published, True, now + 11),
+        lambda w: w.register_observation(claimed, observation, published, (), True, now + 11),
     )
     kind, result = step.both(
         "commit Accepted",
-        lambda w: w.commit_finalization(claimed, Accepted(), attempt, (), now + 20),
+        lambda w: w.commit_finalization(claimed, Accepted(), attempt, (), now + 19, now + 20),
     )
     if kind == "ok":
         again = fx.lease("continuation-again", now + 100_000)
@@ -116,7 +116,8 @@ def _retry(step: _Lockstep, now: int, lease: LeaseRequest) -> str:
         return "retry accepted; the slot then refused another"
     failure = Failed(code="continuation_unaccepted", details={"refusal": str(result)})
     step.both(
-        "commit Failed", lambda w: w.commit_finalization(claimed, failure, attempt, (), now + 20)
+        "commit Failed",
+        lambda w: w.commit_finalization(claimed, failure, attempt, (), now + 19, now + 20),
     )
     return f"retry not accepted ({result}); committed Failed"
 

@@ -20,6 +20,7 @@ from typing import Final
 
 import attrs
 from runstore import RunStore, canonical, payloads, sql
+from runstore.attempt_record import attempt_document
 from runstore.crashsim.scenarios import (
     FIXTURE,
     REGISTERED,
@@ -50,7 +51,17 @@ def _split_reserve(store: RunStore, context: Context) -> object:
     connection = store._require_connection()
     slot, now, lease = FIXTURE.slot_id, 1_000, fx.lease("reservation-a", 10_000)
     attempt_id = run_attempt_id(slot, 0)
-    record = canonical.encode({"id": attempt_id, "retry_index": 0, "slot_id": slot}).decode()
+    record = canonical.encode(
+        attempt_document(
+            attempt_id=attempt_id,
+            slot_id=slot,
+            retry_index=0,
+            state=AttemptState.RESERVED,
+            revision=0,
+            started_at_ns=now,
+            updated_at_ns=now,
+        )
+    ).decode()
     with sql.immediate_transaction(connection):
         sql.execute(
             connection,

@@ -112,11 +112,15 @@ def finalize(name: str, lease_id: str, now: int) -> Step:
 
 
 def observe(name: str, label: str, select: bool, now: int) -> Step:
+    """An observation of ``name``'s attempt whose directory is also its metrics reference."""
     observation = factories.observation(
         MEMBER, FIXTURE.attempt_id(RETRY[name]), result={"score": 1}
     )
     artifact = fx.artifact(ArtifactKind.OBSERVATION, label)
-    return Step(script.register_observation(name, observation, artifact, select, now))
+    references = (("metrics", artifact.id),)
+    return Step(
+        script.register_observation(name, observation, artifact, select, now, references=references)
+    )
 
 
 def conclude(
@@ -126,8 +130,13 @@ def conclude(
     now: int,
     references: tuple[tuple[str, str], ...] = (),
 ) -> Step:
+    """A terminal commit at ``now`` that finished 10 ns earlier."""
     artifact = fx.artifact(ArtifactKind.ATTEMPT, label)
-    return Step(script.commit_finalization(name, outcome, artifact, references, now))
+    return Step(
+        script.commit_finalization(
+            name, outcome, artifact, references, now, finished_at_ns=now - 10
+        )
+    )
 
 
 # --- the catalog --------------------------------------------------------------------------
@@ -139,6 +148,8 @@ REGISTERED = (register(),)
 RESERVED = (*REGISTERED, reserve(A, FirstAttempt(), "reservation-a", 1_000))
 RUNNING = (*RESERVED, *path(A, EXECUTING, 1_100))
 CLAIMED = (*RUNNING, finalize(A, "claim-a", 1_200))
+# A enters finalizing through advance, contending for nothing (it will fail or censor).
+UNCLAIMED = (*RUNNING, advance(A, AttemptState.FINALIZING, 1_200))
 OBSERVED = (*CLAIMED, observe(A, "result-a", True, 1_300))
 # B (another owner, an explicitly authorized retry) claims first; A arrives second.
 CONTENDED = (
@@ -191,6 +202,17 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "commit_failed",
             OBSERVED,
             conclude(A, Failed(code="worker_crashed", details={"exit": 3}), "attempt-a", 1_400),
+        ),
+        _scenario("advance_finalizing", RUNNING, advance(A, AttemptState.FINALIZING, 1_200)),
+        _scenario(
+            "commit_failed_unclaimed",
+            UNCLAIMED,
+            conclude(A, Failed(code="worker_exit", details={"exit": 1}), "attempt-a", 1_400),
+        ),
+        _scenario(
+            "commit_censored_unclaimed",
+            UNCLAIMED,
+            conclude(A, Censored(reason="deadline"), "attempt-a", 1_400),
         ),
     )
 }

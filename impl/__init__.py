@@ -11,7 +11,8 @@ The public surface, importable from ``runstore`` directly:
   ``ObservationSlot``, ``Observation``, ``ArtifactRegistration``), the requests
   (``LeaseRequest``, ``FirstAttempt``, ``Next``, ``Retry``, ``Accepted``, ``Censored``,
   ``Superseded``, ``Failed``), the guard and receipts (``OwnedAttempt``,
-  ``ClaimDisposition``, ``TerminalAttempt``, ``CommittedEvent``) and ``run_attempt_id``.
+  ``ClaimDisposition``, ``ObservationReceipt``, ``TerminalAttempt``, ``CommittedEvent``)
+  and ``run_attempt_id``.
 
 Importing ``runstore`` (or the pure model, ``runstore.model``) loads only the value layer:
 the store, and with it ``sqlite3`` and ``fcntl``, is imported on first use of ``RunStore``
@@ -34,7 +35,13 @@ from runstore.enums import (
 )
 from runstore.errors import RunStoreError
 from runstore.identity import run_attempt_id
-from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
+from runstore.receipts import (
+    ClaimDisposition,
+    CommittedEvent,
+    ObservationReceipt,
+    OwnedAttempt,
+    TerminalAttempt,
+)
 from runstore.records import (
     ApplicabilityDecision,
     ArtifactRegistration,
@@ -100,6 +107,7 @@ __all__ = [
     "LeaseRequest",
     "Next",
     "Observation",
+    "ObservationReceipt",
     "ObservationSlot",
     "ObservationSlotKind",
     "OwnedAttempt",

@@ -5,7 +5,8 @@ Rules of this file: runs inside the caller's write transaction and never commits
 rules (edges, ranges, retry authorization, payloads) are the value layer's, shared with
 the model; the check sequence and its SQL are written here on purpose, mirroring
 :mod:`runstore.model.attempts` check for check (the lockstep tests hold the two together).
-Finalizing and the terminal states are reached only through :mod:`runstore.finalization`.
+``advance`` may enter finalizing without contending; begin_finalization (the success
+contender's way in) and the terminal states are :mod:`runstore.finalization`'s.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sqlite3
 
 import attrs
 from runstore import canonical, edges, payloads, rules, sql
+from runstore.attempt_record import attempt_document
 from runstore.canonical import JSON
 from runstore.enums import TERMINAL_STATES, AttemptState, LeasePurpose
 from runstore.errors import (
@@ -28,7 +30,7 @@ from runstore.guard import AttemptRecord, check_guard
 from runstore.identity import run_attempt_id
 from runstore.leases import insert_lease, lease_exists
 from runstore.receipts import CommittedEvent, OwnedAttempt
-from runstore.requests import LeaseRequest, RetryAuthorization
+from runstore.requests import Censored, Failed, LeaseRequest, RetryAuthorization, TerminalOutcome
 
 
 def slot_satisfied(connection: sqlite3.Connection, slot_id: str) -> bool:
@@ -77,7 +79,15 @@ def reserve(
     if refusal is not None:
         raise refusal
     attempt_id = run_attempt_id(slot_id, retry_index)
-    record: dict[str, JSON] = {"id": attempt_id, "retry_index": retry_index, "slot_id": slot_id}
+    record = attempt_document(
+        attempt_id=attempt_id,
+        slot_id=slot_id,
+        retry_index=retry_index,
+        state=AttemptState.RESERVED,
+        revision=0,
+        started_at_ns=now_ns,
+        updated_at_ns=now_ns,
+    )
     sql.execute(
         connection,
         "INSERT INTO attempts (id, slot_id, retry_index, state, revision, started_at_ns, "
@@ -115,34 +125,48 @@ def transition(
     kind: str,
     payload: dict[str, JSON],
     *,
+    outcome: TerminalOutcome | None = None,
     final_artifact_id: str | None = None,
-    failure_code: str | None = None,
-    censor_reason: str | None = None,
 ) -> tuple[AttemptRecord, CommittedEvent]:
     """Move ``before`` one edge to ``target`` at ``now_ns`` (already effective): one event,
-    one transition, and the projection updated only if it is still at ``before``'s
-    revision and state (a stale writer updates no row and fails). The caller has checked
-    the edge."""
+    one transition, and the projection (columns and record) updated only if it is still at
+    ``before``'s revision and state (a stale writer updates no row and fails). A terminal
+    ``target`` takes its ``outcome`` and final artifact and finishes at ``now_ns``. The
+    caller has checked the edge."""
     assert edges.is_legal_edge(before.state, target)
     revision = before.revision + 1
     event = append_history(
         connection, kind, before.id, revision, before.state, target, now_ns, payload
     )
     terminal = target in TERMINAL_STATES
+    assert terminal == (outcome is not None) == (final_artifact_id is not None)
+    record = attempt_document(
+        attempt_id=before.id,
+        slot_id=before.slot_id,
+        retry_index=before.retry_index,
+        state=target,
+        revision=revision,
+        started_at_ns=before.started_at_ns,
+        updated_at_ns=now_ns,
+        outcome=outcome,
+        finished_at_ns=now_ns if terminal else None,
+        final_artifact_id=final_artifact_id,
+    )
     updated = sql.execute(
         connection,
         "UPDATE attempts SET state = ?, revision = ?, updated_at_ns = ?, finished_at_ns = ?, "
-        "failure_code = ?, censor_reason = ?, final_artifact_id = ?, final_artifact_kind = ? "
-        "WHERE id = ? AND revision = ? AND state = ? RETURNING id",
+        "failure_code = ?, censor_reason = ?, final_artifact_id = ?, final_artifact_kind = ?, "
+        "record_json = ? WHERE id = ? AND revision = ? AND state = ? RETURNING id",
         (
             target.value,
             revision,
             now_ns,
             now_ns if terminal else None,
-            failure_code,
-            censor_reason,
+            outcome.code if isinstance(outcome, Failed) else None,
+            outcome.reason if isinstance(outcome, Censored) else None,
             final_artifact_id,
             "attempt" if final_artifact_id is not None else None,
+            canonical.encode(record).decode(),
             before.id,
             before.revision,
             before.state.value,
@@ -157,14 +181,25 @@ def transition(
 def advance(
     connection: sqlite3.Connection, guard: OwnedAttempt, phase: AttemptState, now_ns: int
 ) -> tuple[OwnedAttempt, CommittedEvent]:
-    """Move to the execution phase ``phase``: the guarded sequence, then
-    illegal_transition unless it is an execution edge. Leases are not renewed."""
+    """Move to ``phase``: the guarded sequence, then illegal_transition unless it is an
+    execution edge or an execution phase entering finalizing. Entering finalizing here
+    does not contend for the slot's claim (an ``attempt_finalizing`` event without a
+    ``claim`` key): such an attempt may commit Failed or Censored, never Accepted. Leases
+    are not renewed."""
     checked = check_guard(connection, guard, now_ns)
     before = checked.attempt
-    if not edges.is_execution_edge(before.state, phase):
+    if not edges.is_advance_edge(before.state, phase):
         raise IllegalTransitionError(f"advance cannot move {before.state.value} -> {phase.value}")
-    payload = payloads.transition_payload(before.state, phase, before.revision + 1)
-    after, event = transition(
-        connection, before, checked.now_ns, phase, payloads.ATTEMPT_TRANSITION, payload
-    )
+    revision = before.revision + 1
+    if phase is AttemptState.FINALIZING:
+        kind, payload = (
+            payloads.ATTEMPT_FINALIZING,
+            payloads.finalizing_payload(before.state, revision, None),
+        )
+    else:
+        kind, payload = (
+            payloads.ATTEMPT_TRANSITION,
+            payloads.transition_payload(before.state, phase, revision),
+        )
+    after, event = transition(connection, before, checked.now_ns, phase, kind, payload)
     return guard.moved(after.state, after.revision, guard.claim_lease_id), event

@@ -68,9 +68,10 @@ LEGAL_EDGES: Final[frozenset[tuple[AttemptState, AttemptState]]] = frozenset(
 EXECUTION_EDGES: Final[frozenset[tuple[AttemptState, AttemptState]]] = frozenset(
     (source, target) for source, target in LEGAL_EDGES if target in EXECUTION_PHASES
 )
-"""The edges ``advance`` may take: those that end in an execution phase. Finalizing is
-entered only by ``begin_finalization`` (or recovery), terminal states only by
-``commit_finalization`` (or recovery)."""
+"""The edges between execution phases. ``advance`` takes these and also enters finalizing
+without contending (:func:`is_advance_edge`); ``begin_finalization`` enters finalizing as a
+success contender; terminal states are reached only by ``commit_finalization`` (or
+recovery)."""
 
 
 def is_legal_edge(source: AttemptState, target: AttemptState) -> bool:
@@ -94,6 +95,19 @@ def is_execution_edge(source: AttemptState, target: AttemptState) -> bool:
     post: implies(__return__, target not in TERMINAL_STATES)
     """
     return target in _EXECUTION_NEXT.get(source, ())
+
+
+def is_advance_edge(source: AttemptState, target: AttemptState) -> bool:
+    """Whether ``advance`` may take ``source -> target``: an execution edge, or any
+    execution phase into finalizing (without contending for the slot's claim).
+
+    post: implies(__return__, is_legal_edge(source, target))
+    post: implies(__return__, target not in TERMINAL_STATES)
+    post: __return__ == (is_legal_edge(source, target) and source != AttemptState.FINALIZING)
+    """
+    return is_execution_edge(source, target) or (
+        target == AttemptState.FINALIZING and can_finalize(source)
+    )
 
 
 def can_finalize(state: AttemptState) -> bool:

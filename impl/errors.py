@@ -254,3 +254,10 @@ class RenewalShortensError(RunStoreError):
     """A lease renewal would move the expiry earlier than it already is."""
 
     code = "renewal_shortens"
+
+
+class OutcomeNotPermittedError(RunStoreError):
+    """The terminal outcome does not match how the attempt entered finalizing: a superseded
+    contender may commit only ``Superseded``, and only a superseded contender may."""
+
+    code = "outcome_not_permitted"

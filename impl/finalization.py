@@ -27,7 +27,6 @@ from runstore.enums import (
 )
 from runstore.errors import (
     AcceptanceUnsatisfiedError,
-    ClaimRequiredError,
     DuplicateLeaseError,
     IllegalTransitionError,
     InvalidRecordError,
@@ -39,7 +38,7 @@ from runstore.guard import AttemptRecord, check_guard
 from runstore.leases import insert_lease, lease_exists, release_attempt_leases
 from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Accepted, Censored, Failed, LeaseRequest, TerminalOutcome
+from runstore.requests import Accepted, LeaseRequest, Superseded, TerminalOutcome
 from runstore.shapes import references_refusal
 
 
@@ -136,54 +135,97 @@ def acceptance_refusal(connection: sqlite3.Connection, attempt: AttemptRecord) -
     return None
 
 
+def finalizing_decision(connection: sqlite3.Connection, attempt: AttemptRecord) -> str | None:
+    """How the finalizing attempt entered finalizing: the ``claim`` of its current
+    ``attempt_finalizing`` event (``"claimed"`` or ``"superseded"``), or None when it
+    entered without contending (``advance`` or recovery)."""
+    rows = sql.execute(
+        connection,
+        "SELECT json_extract(e.payload_json, '$.claim') FROM attempt_transitions AS t "
+        "JOIN events AS e ON e.sequence = t.event_sequence "
+        "WHERE t.attempt_id = ? AND t.revision = ?",
+        (attempt.id, attempt.revision),
+    )
+    decision = rows[0][0]
+    assert decision is None or isinstance(decision, str)
+    return decision
+
+
 def commit_finalization(
     connection: sqlite3.Connection,
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
     references: Sequence[tuple[str, str]],
+    finished_at_ns: int,
     now_ns: int,
 ) -> tuple[TerminalAttempt, CommittedEvent]:
     """Commit the terminal outcome with its published attempt artifact.
 
-    Check order: out_of_range, invalid_record (artifact not of kind attempt; bad
-    references), the guarded sequence, illegal_transition (not finalizing); for Accepted:
-    claim_required, acceptance_unsatisfied; then registration_conflict and
-    unknown_artifact. Commits as :func:`finish`.
+    ``finished_at_ns`` is the immutable finish time (clamped up to the preceding
+    transition); ``now_ns`` the commit time (clamped up to the finish time), at which the
+    leases and the claim are checked and the leases released.
+
+    Check order: out_of_range (now_ns, finished_at_ns), invalid_record (artifact not of
+    kind attempt; bad references), the guarded sequence at the commit time,
+    illegal_transition (not finalizing), the outcome against how the attempt entered
+    finalizing (claim_required / outcome_not_permitted), acceptance_unsatisfied for
+    Accepted; then registration_conflict (artifact digests; the artifact is already
+    another attempt's final artifact) and unknown_artifact. Commits as :func:`finish`.
     """
     shape = None
     if artifact.kind is not ArtifactKind.ATTEMPT:
         shape = InvalidRecordError("the final artifact must be of kind attempt")
-    checked = check_guard(connection, guard, now_ns, shape=shape or references_refusal(references))
+    checked = check_guard(
+        connection,
+        guard,
+        now_ns,
+        ns=[("finished_at_ns", finished_at_ns)],
+        shape=shape or references_refusal(references),
+        not_before_ns=finished_at_ns,
+    )
     attempt = checked.attempt
     if attempt.state is not AttemptState.FINALIZING:
         raise IllegalTransitionError(f"attempt is {attempt.state.value}, not finalizing")
+    refusal = rules.outcome_refusal(
+        finalizing_decision(connection, attempt),
+        isinstance(outcome, Accepted),
+        isinstance(outcome, Superseded),
+    )
+    if refusal is not None:
+        raise refusal
     if isinstance(outcome, Accepted):
-        if checked.claim_lease is None:
-            raise ClaimRequiredError("acceptance needs the slot's claim")
         unsatisfied = acceptance_refusal(connection, attempt)
         if unsatisfied is not None:
             raise AcceptanceUnsatisfiedError(unsatisfied)
     if artifact_conflicts(connection, artifact):
         raise RegistrationConflictError(f"artifact {artifact.id} is registered with other digests")
+    if sql.execute(
+        connection, "SELECT 1 FROM attempts WHERE final_artifact_id = ?", (artifact.id,)
+    ):
+        raise RegistrationConflictError(f"artifact {artifact.id} is another attempt's final one")
     for role, artifact_id in references:
         if artifact_id != artifact.id and not artifact_exists(connection, artifact_id):
             raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
-    return finish(connection, attempt, checked.now_ns, outcome, artifact, references)
+    finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)
+    return finish(connection, attempt, finished, checked.now_ns, outcome, artifact, references)
 
 
 def finish(
     connection: sqlite3.Connection,
     attempt: AttemptRecord,
-    now_ns: int,
+    finished_at_ns: int,
+    commit_ns: int,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
     references: Sequence[tuple[str, str]],
 ) -> tuple[TerminalAttempt, CommittedEvent]:
     """The terminal commit (shared with recovery), after every check has passed (including
-    :func:`runstore.artifacts.artifact_conflicts` for ``artifact``): register the final artifact and
-    references, append the terminal transition and event, delete the
-    attempt's claim, and release every lease of the attempt."""
+    :func:`runstore.artifacts.artifact_conflicts` for ``artifact``): register the final
+    artifact and references, append the terminal transition and event at
+    ``finished_at_ns`` (already effective), delete the attempt's claim, and release every
+    lease of the attempt at ``commit_ns`` (at or after the finish time)."""
+    assert commit_ns >= finished_at_ns >= attempt.updated_at_ns
     insert_artifact(connection, artifact)
     for role, artifact_id in references:
         sql.execute(
@@ -195,23 +237,22 @@ def finish(
     after, event = transition(
         connection,
         attempt,
-        now_ns,
+        finished_at_ns,
         outcome.state,
         payloads.ATTEMPT_FINISHED,
         payload,
+        outcome=outcome,
         final_artifact_id=artifact.id,
-        failure_code=outcome.code if isinstance(outcome, Failed) else None,
-        censor_reason=outcome.reason if isinstance(outcome, Censored) else None,
     )
     sql.execute(connection, "DELETE FROM finalization_claims WHERE attempt_id = ?", (attempt.id,))
-    release_attempt_leases(connection, attempt.id, now_ns)
+    release_attempt_leases(connection, attempt.id, commit_ns)
     receipt = TerminalAttempt(
         attempt_id=after.id,
         slot_id=after.slot_id,
         retry_index=after.retry_index,
         state=after.state,
         revision=after.revision,
-        finished_at_ns=now_ns,
+        finished_at_ns=finished_at_ns,
         event_sequence=event.sequence,
     )
     return receipt, event

@@ -125,8 +125,10 @@ def check_guard(
     ns: Iterable[tuple[str, int]] = (),
     indices: Iterable[tuple[str, int]] = (),
     shape: RunStoreError | None = None,
+    not_before_ns: int = 0,
 ) -> Guarded:
-    """Run the guarded check sequence for ``guard`` at ``now_ns`` and raise the first
+    """Run the guarded check sequence for ``guard`` at ``now_ns`` (clamped up to
+    ``not_before_ns`` and to the attempt's preceding transition) and raise the first
     failure: out_of_range, the operation's shape refusal, unknown_slot, attempt_terminal,
     owner_mismatch, lease_mismatch, lease_released / lease_expired, the claim's
     owner_mismatch / lease_released / claim_expired, stale_revision, and lease_mismatch
@@ -139,7 +141,7 @@ def check_guard(
         raise UnknownSlotError(f"attempt {guard.attempt_id} is not registered")
     if attempt.state in TERMINAL_STATES:
         raise AttemptTerminalError(f"attempt is already {attempt.state.value}")
-    now = rules.effective_now(now_ns, attempt.updated_at_ns)
+    now = rules.effective_now(max(now_ns, not_before_ns), attempt.updated_at_ns)
     reservation = reservation_lease(connection, attempt.id)
     if guard.owner_token != reservation.owner_token:
         raise OwnerMismatchError("the owner token is not the reservation's owner")

@@ -1,5 +1,5 @@
-"""Observations and selections: registering a published observation of an attempt, and
-optionally selecting it for its slot.
+"""Observations and selections: registering a published observation of an attempt with its
+result, metric and other references, and optionally selecting it for its slot.
 
 Rules of this file: runs inside the caller's write transaction and never commits. The check
 sequence mirrors :func:`runstore.model.observations.register_observation` check for check
@@ -11,20 +11,24 @@ select leaves it unchanged without an error.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
-from runstore import canonical, sql
-from runstore.artifacts import artifact_conflicts, insert_artifact
+from runstore import canonical, payloads, sql
+from runstore.artifacts import artifact_conflicts, artifact_exists, insert_artifact
 from runstore.enums import ArtifactKind
 from runstore.errors import (
     ClaimRequiredError,
     InvalidRecordError,
     ObservationSlotMismatchError,
     RegistrationConflictError,
+    UnknownArtifactError,
     UnknownSlotError,
 )
+from runstore.events import append_event
 from runstore.guard import check_guard
-from runstore.receipts import OwnedAttempt
+from runstore.receipts import CommittedEvent, ObservationReceipt, OwnedAttempt
 from runstore.records import ArtifactRegistration, Observation
+from runstore.shapes import references_refusal
 
 
 def register_observation(
@@ -32,21 +36,24 @@ def register_observation(
     guard: OwnedAttempt,
     observation: Observation,
     artifact: ArtifactRegistration,
+    references: Sequence[tuple[str, str]],
     select: bool,
     now_ns: int,
-) -> OwnedAttempt:
+) -> tuple[ObservationReceipt, CommittedEvent | None]:
     """Register a published observation of this attempt, optionally selecting it.
 
-    Check order: out_of_range, invalid_record (artifact not of kind observation), the
-    guarded sequence, unknown_slot (observation slot), observation_slot_mismatch,
-    registration_conflict (artifact digests; observation registered with another
-    artifact), then for ``select``: claim_required, invalid_record (not valid). An
-    existing selection is preserved. No event, no transition.
+    Check order: out_of_range, invalid_record (artifact not of kind observation; bad
+    references), the guarded sequence, unknown_slot (observation slot),
+    observation_slot_mismatch, registration_conflict (artifact digests; observation
+    registered with another artifact or other references), unknown_artifact (a
+    reference), then for ``select``: claim_required, invalid_record (not valid). An
+    existing selection is preserved. One ``observation_registered`` event, no transition;
+    an identical re-registration that selects nothing new writes nothing and has no event.
     """
     shape = None
     if artifact.kind is not ArtifactKind.OBSERVATION:
         shape = InvalidRecordError("an observation artifact must be of kind observation")
-    checked = check_guard(connection, guard, now_ns, shape=shape)
+    checked = check_guard(connection, guard, now_ns, shape=shape or references_refusal(references))
     slot = sql.execute(
         connection,
         "SELECT attempt_slot_id FROM attempt_observation_slots WHERE observation_slot_id = ?",
@@ -61,12 +68,25 @@ def register_observation(
     existing = sql.execute(
         connection, "SELECT artifact_id FROM observations WHERE id = ?", (observation.id,)
     )
-    if existing and existing[0][0] != artifact.id:
-        raise RegistrationConflictError("the observation is registered with another artifact")
+    if existing:
+        if existing[0][0] != artifact.id:
+            raise RegistrationConflictError("the observation is registered with another artifact")
+        kept = sql.execute(
+            connection,
+            "SELECT role, artifact_id FROM observation_artifacts WHERE observation_id = ?",
+            (observation.id,),
+        )
+        if set(kept) != set(references):
+            raise RegistrationConflictError("the observation is registered with other references")
+    for role, artifact_id in references:
+        if artifact_id != artifact.id and not artifact_exists(connection, artifact_id):
+            raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
     if select and checked.claim_lease is None:
         raise ClaimRequiredError("selecting needs the slot's finalization claim")
     if select and not observation.valid:
         raise InvalidRecordError("an invalid observation cannot be selected")
+    if existing and not (select and not _selection(connection, observation.slot_id)):
+        return _receipt(connection, guard, observation, False, None), None
     insert_artifact(connection, artifact)
     if not existing:
         sql.execute(
@@ -86,11 +106,49 @@ def register_observation(
                 canonical.encode(observation.to_json()).decode("utf-8"),
             ),
         )
-    if select:
+        for role, artifact_id in references:
+            sql.execute(
+                connection,
+                "INSERT INTO observation_artifacts (observation_id, role, artifact_id) "
+                "VALUES (?, ?, ?)",
+                (observation.id, role, artifact_id),
+            )
+    selected = bool(select) and bool(
         sql.execute(
             connection,
             "INSERT INTO selected_observations (slot_id, observation_id, valid, selected_at_ns) "
-            "VALUES (?, ?, 1, ?) ON CONFLICT (slot_id) DO NOTHING",
+            "VALUES (?, ?, 1, ?) ON CONFLICT (slot_id) DO NOTHING RETURNING slot_id",
             (observation.slot_id, observation.id, checked.now_ns),
         )
-    return guard
+    )
+    payload = payloads.observation_payload(
+        observation.id, observation.slot_id, artifact.id, references, not existing, selected
+    )
+    event = append_event(
+        connection, payloads.OBSERVATION_REGISTERED, guard.attempt_id, checked.now_ns, payload
+    )
+    return _receipt(connection, guard, observation, selected, event.sequence), event
+
+
+def _selection(connection: sqlite3.Connection, slot_id: str) -> str | None:
+    """The observation selected in the observation slot, if any."""
+    rows = sql.execute(
+        connection, "SELECT observation_id FROM selected_observations WHERE slot_id = ?", (slot_id,)
+    )
+    return rows[0][0] if rows else None
+
+
+def _receipt(
+    connection: sqlite3.Connection,
+    guard: OwnedAttempt,
+    observation: Observation,
+    selected: bool,
+    sequence: int | None,
+) -> ObservationReceipt:
+    return ObservationReceipt(
+        attempt=guard,
+        observation_id=observation.id,
+        selected=selected,
+        selection=_selection(connection, observation.slot_id),
+        event_sequence=sequence,
+    )

@@ -1,6 +1,6 @@
 """The internal event kinds and their canonical payload documents.
 
-Rules of this file: value layer; the single definition of the four event kinds and their
+Rules of this file: value layer; the single definition of the five event kinds and their
 payloads (SPEC.md section 7). The writer (:mod:`runstore.events`) and the model
 (:mod:`runstore.model.events`) both build payloads here, so the bytes the lockstep tests and
 the event vectors compare come from one place. Payloads are plain JSON objects exactly as
@@ -14,10 +14,14 @@ stored, canonically encoded, in ``events.payload_json``:
   success contender and carries no ``claim`` key
 * ``attempt_finished``: ``{"from": "finalizing", "to", "revision"}`` plus
   ``"failure_code"`` and ``"details"`` for failed, ``"reason"`` for censored
+* ``observation_registered``: ``{"observation_id", "slot_id", "artifact_id",
+  "references", "registered", "selected"}`` (no transition; see
+  :func:`observation_payload`)
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from runstore.canonical import JSON
@@ -28,6 +32,7 @@ ATTEMPT_RESERVED: Final = "attempt_reserved"
 ATTEMPT_TRANSITION: Final = "attempt_transition"
 ATTEMPT_FINALIZING: Final = "attempt_finalizing"
 ATTEMPT_FINISHED: Final = "attempt_finished"
+OBSERVATION_REGISTERED: Final = "observation_registered"
 
 CLAIMED: Final = "claimed"
 """``attempt_finalizing``'s ``claim`` when the attempt took the slot's success claim."""
@@ -70,3 +75,28 @@ def finished_payload(outcome: TerminalOutcome, revision: int) -> dict[str, JSON]
     elif isinstance(outcome, Censored):
         payload["reason"] = outcome.reason
     return payload
+
+
+def observation_payload(
+    observation_id: str,
+    slot_id: str,
+    artifact_id: str,
+    references: Sequence[tuple[str, str]],
+    registered: bool,
+    selected: bool,
+) -> dict[str, JSON]:
+    """Payload of ``observation_registered``: the observation, its observation slot, its
+    directory artifact, its references as ``{"artifact_id", "role"}`` objects sorted by
+    (role, artifact_id), whether this call inserted the observation (``registered``; false
+    when an identical one was already there) and whether it selected it (``selected``;
+    false when not asked to or when the slot already had a selection)."""
+    return {
+        "observation_id": observation_id,
+        "slot_id": slot_id,
+        "artifact_id": artifact_id,
+        "references": [
+            {"artifact_id": artifact, "role": role} for role, artifact in sorted(references)
+        ],
+        "registered": registered,
+        "selected": selected,
+    }

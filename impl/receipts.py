@@ -80,6 +80,28 @@ class ClaimDisposition:
 
 
 @attrs.frozen(kw_only=True)
+class ObservationReceipt:
+    """The committed result of ``register_observation``: the attempt's guard (unchanged: an
+    observation moves no revision), whether this call selected the observation
+    (``selected``; false when not asked or when the slot's earlier selection was kept), the
+    observation now selected in its slot (``selection``, None when the slot has none) and
+    the ``observation_registered`` event's sequence (None when the call changed nothing:
+    an identical re-registration that selected nothing new)."""
+
+    attempt: OwnedAttempt = attrs.field(validator=attrs.validators.instance_of(OwnedAttempt))
+    observation_id: str = attrs.field(validator=text)
+    selected: bool = attrs.field(validator=boolean)
+    selection: str | None = attrs.field(validator=optional_text)
+    event_sequence: int | None = attrs.field(validator=attrs.validators.optional(ns))
+
+    def __attrs_post_init__(self) -> None:
+        if self.selected and self.selection != self.observation_id:
+            raise InvalidRecordError("a selecting call leaves its own observation selected")
+        if self.event_sequence is not None and self.event_sequence < 1:
+            raise OutOfRangeError("event_sequence starts at 1")
+
+
+@attrs.frozen(kw_only=True)
 class TerminalAttempt:
     """Receipt of a committed terminal outcome. ``state`` is terminal; ``revision`` is at
     least 2 (reserved, finalizing, terminal); ``event_sequence`` names the committed

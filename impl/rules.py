@@ -18,16 +18,19 @@ from typing import Final
 
 from runstore.canonical import MAX_NS, MAX_SAFE_INTEGER
 from runstore.errors import (
+    ClaimRequiredError,
     ExpiryNotAfterNowError,
+    InvalidRecordError,
     LeaseExpiredError,
     LeaseReleasedError,
+    OutcomeNotPermittedError,
     OutOfRangeError,
     RenewalShortensError,
     RetryBoundExceededError,
     RetryNotAuthorizedError,
     RunStoreError,
 )
-from runstore.requests import FirstAttempt, Next, Retry, RetryAuthorization
+from runstore.requests import FirstAttempt, Next, Retry
 
 MAX_INDEX: Final = MAX_SAFE_INTEGER
 """Largest retry index or revision (the canonical JSON integer range)."""
@@ -138,12 +141,17 @@ def retry_refusal(
     return None
 
 
-def authorization_refusal(
-    authorization: RetryAuthorization, next_index: int
-) -> RunStoreError | None:
+def authorization_refusal(authorization: object, next_index: int) -> RunStoreError | None:
     """Map a retry authorization onto :func:`retry_refusal` for the slot's ``next_index``:
     ``FirstAttempt`` and ``Next(retry=False)`` permit only index 0, ``Next(retry=True)``
-    any next index, ``Retry(next_index, max_index)`` exactly its index within its bound."""
+    any next index, ``Retry(next_index, max_index)`` exactly its index within its bound.
+    Fails closed: anything that is not one of the three authorizations (typed ``object`` on
+    purpose) is ``invalid_record`` and authorizes nothing."""
+    if not isinstance(authorization, FirstAttempt | Next | Retry):
+        return InvalidRecordError(
+            f"retry authorization must be FirstAttempt, Next or Retry, not "
+            f"{type(authorization).__name__}"
+        )
     first_only = isinstance(authorization, FirstAttempt) or (
         isinstance(authorization, Next) and not authorization.retry
     )
@@ -177,6 +185,32 @@ def expiry_refusal(expires_at_ns: int, now_ns: int) -> RunStoreError | None:
     """
     if expires_at_ns <= now_ns:
         return ExpiryNotAfterNowError("the lease must expire after now")
+    return None
+
+
+def outcome_refusal(decision: str | None, accepted: bool, superseded: bool) -> RunStoreError | None:
+    """The refusal for committing an outcome after entering finalizing with ``decision``:
+    ``"claimed"`` (``begin_finalization`` took the claim, which the attempt still holds),
+    ``"superseded"`` (it lost the contest) or None (it entered without contending, through
+    ``advance`` or recovery). ``accepted`` / ``superseded`` say which outcome is asked for
+    (neither: failed or censored). Acceptance needs the claim (``claim_required``); a
+    superseded contender commits ``Superseded`` and nothing else, and only it may
+    (``outcome_not_permitted``).
+
+    pre: decision in (None, "claimed", "superseded")
+    pre: not (accepted and superseded)
+    post: implies(__return__ is None and accepted, decision == "claimed")
+    post: implies(__return__ is None, superseded == (decision == "superseded"))
+    post: implies(decision is None and not accepted and not superseded, __return__ is None)
+    """
+    if accepted:
+        if decision != "claimed":
+            return ClaimRequiredError("acceptance needs the slot's claim")
+        return None
+    if superseded and decision != "superseded":
+        return OutcomeNotPermittedError("only a superseded contender may commit superseded")
+    if not superseded and decision == "superseded":
+        return OutcomeNotPermittedError("a superseded contender must commit superseded")
     return None
 
 

@@ -8,6 +8,7 @@ open store live in their own modules and are exposed here as thin methods.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from runstore import (
+    arguments,
     attempts,
     durable,
     finalization,
@@ -35,7 +37,13 @@ from runstore.errors import (
     UnknownSchemaVersionError,
     UnversionedDatabaseError,
 )
-from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
+from runstore.receipts import (
+    ClaimDisposition,
+    CommittedEvent,
+    ObservationReceipt,
+    OwnedAttempt,
+    TerminalAttempt,
+)
 from runstore.records import (
     ApplicabilityDecision,
     ArtifactRegistration,
@@ -49,6 +57,7 @@ from runstore.schema_sql import RUN_STORE_SCHEMA_VERSION
 
 T = TypeVar("T")
 Subscriber = Callable[[CommittedEvent], None]
+_subscriber_log = logging.getLogger("runstore.subscribers")
 
 
 class RunStore:
@@ -67,6 +76,7 @@ class RunStore:
         self._database_path = database_path
         self._connection: sqlite3.Connection | None = connection
         self._subscribers: list[Subscriber] = []
+        self._subscriber_failures = 0
 
     @property
     def root(self) -> str:
@@ -133,10 +143,17 @@ class RunStore:
 
     def subscribe(self, subscriber: Subscriber) -> None:
         """Call ``subscriber`` with each event this handle commits, after its commit, in
-        sequence order. A rolled-back operation delivers nothing. An exception raised by a
-        subscriber propagates to the caller of the operation, which has nevertheless
-        committed; later subscribers of that event are then not called."""
+        sequence order. A rolled-back operation delivers nothing. A subscriber can never
+        cost a committed result: an exception it raises (any ``Exception``) is logged on the
+        ``runstore.subscribers`` logger with its traceback and counted in
+        :attr:`subscriber_failures`, the remaining subscribers and events are still
+        delivered, and the operation returns its value."""
         self._subscribers.append(subscriber)
+
+    @property
+    def subscriber_failures(self) -> int:
+        """How many subscriber calls on this handle raised (see :meth:`subscribe`)."""
+        return self._subscriber_failures
 
     def register_slots(
         self,
@@ -151,6 +168,7 @@ class RunStore:
         slot, a one-shot or fresh-observation measurement exactly one result slot, a stream
         one or more checkpoint slots. Identical re-registration is a no-op; refusals:
         invalid_record, observation_slot_mismatch, registration_conflict."""
+        _raise(arguments.register_slots_arguments(candidate, run, attempt_slot, observation_slots))
         return self._write(
             lambda c: (
                 registration.register_slots(c, candidate, run, attempt_slot, observation_slots),
@@ -167,6 +185,9 @@ class RunStore:
     ) -> str:
         """:meth:`register_slots` for a one-shot measurement and its single result slot
         (anything else is invalid_record); returns the attempt slot id."""
+        _raise(
+            arguments.register_one_shot_arguments(candidate, run, attempt_slot, observation_slot)
+        )
         return self._write(
             lambda c: (
                 registration.register_one_shot(c, candidate, run, attempt_slot, observation_slot),
@@ -183,24 +204,30 @@ class RunStore:
     ) -> OwnedAttempt:
         """Allocate the slot's next retry under ``lease``: the attempt, its reservation
         lease, the attempt_reserved event and the revision-0 transition, together."""
+        _raise(arguments.reserve_arguments(slot_id, authorization, lease, now_ns))
         return self._write(
             lambda c: _one_event(attempts.reserve(c, slot_id, authorization, lease, now_ns))
         )
 
     def advance(self, attempt: OwnedAttempt, phase: AttemptState, now_ns: int) -> OwnedAttempt:
-        """Move an owned attempt one legal execution edge to ``phase``."""
+        """Move an owned attempt one legal edge to ``phase``: an execution phase, or
+        finalizing without contending for the slot's claim (it may then commit Failed or
+        Censored, never Accepted)."""
+        _raise(arguments.advance_arguments(attempt, phase, now_ns))
         return self._write(lambda c: _one_event(attempts.advance(c, attempt, phase, now_ns)))
 
     def renew(self, attempt: OwnedAttempt, expires_at_ns: int, now_ns: int) -> OwnedAttempt:
         """Extend the reservation, any owned claim lease and live staging leases together,
         never shortening; returns the same guard."""
+        _raise(arguments.renew_arguments(attempt, expires_at_ns, now_ns))
         return self._write(lambda c: (leases.renew(c, attempt, expires_at_ns, now_ns), ()))
 
     def begin_finalization(
         self, attempt: OwnedAttempt, lease: LeaseRequest, now_ns: int
     ) -> ClaimDisposition:
-        """Enter finalizing and record the committed claim decision (claimed or
-        superseded)."""
+        """Enter finalizing as a success contender and record the committed claim
+        decision (claimed or superseded)."""
+        _raise(arguments.begin_finalization_arguments(attempt, lease, now_ns))
         return self._write(
             lambda c: _one_event(finalization.begin_finalization(c, attempt, lease, now_ns))
         )
@@ -210,17 +237,24 @@ class RunStore:
         attempt: OwnedAttempt,
         observation: Observation,
         artifact: ArtifactRegistration,
+        references: Sequence[tuple[str, str]],
         select: bool,
         now_ns: int,
-    ) -> OwnedAttempt:
-        """Register a published observation and its artifact, optionally selecting it under
-        the attempt's claim (an earlier selection is preserved)."""
+    ) -> ObservationReceipt:
+        """Register a published observation, its artifact and its (role, artifact id)
+        references with an ``observation_registered`` event, optionally selecting it under
+        the attempt's claim (an earlier selection is preserved); the receipt says whether
+        this call selected it."""
+        _raise(
+            arguments.register_observation_arguments(
+                attempt, observation, artifact, references, select, now_ns
+            )
+        )
         return self._write(
-            lambda c: (
+            lambda c: _at_most_one_event(
                 observations.register_observation(
-                    c, attempt, observation, artifact, select, now_ns
-                ),
-                (),
+                    c, attempt, observation, artifact, references, select, now_ns
+                )
             )
         )
 
@@ -230,13 +264,23 @@ class RunStore:
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
         references: Sequence[tuple[str, str]],
+        finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt:
         """Register the final attempt artifact and references, append the terminal event and
-        transition, delete the claim and release the attempt's leases, together."""
+        transition at the immutable finish time ``finished_at_ns``, delete the claim and
+        release the attempt's leases at the commit time ``now_ns`` (leases and claim are
+        checked then), together."""
+        _raise(
+            arguments.commit_finalization_arguments(
+                attempt, outcome, artifact, references, finished_at_ns, now_ns
+            )
+        )
         return self._write(
             lambda c: _one_event(
-                finalization.commit_finalization(c, attempt, outcome, artifact, references, now_ns)
+                finalization.commit_finalization(
+                    c, attempt, outcome, artifact, references, finished_at_ns, now_ns
+                )
             )
         )
 
@@ -251,7 +295,13 @@ class RunStore:
             raise DatabaseError(f"the transaction was rolled back: {exc}") from exc
         for event in events:
             for subscriber in self._subscribers:
-                subscriber(event)
+                try:
+                    subscriber(event)
+                except Exception:  # the result is committed: report, never raise
+                    self._subscriber_failures += 1
+                    _subscriber_log.exception(
+                        "subscriber %r raised on committed event %d", subscriber, event.sequence
+                    )
         return result
 
     def _require_connection(self) -> sqlite3.Connection:
@@ -320,6 +370,18 @@ def _create_schema(connection: sqlite3.Connection) -> bool:
             raise UnversionedDatabaseError("the database changed while it was being created")
         schema_check.create_schema_in_transaction(connection)
     return True
+
+
+def _raise(refusal: RunStoreError | None) -> None:
+    """Raise an argument check's refusal (before any transaction begins)."""
+    if refusal is not None:
+        raise refusal
+
+
+def _at_most_one_event(
+    result: tuple[T, CommittedEvent | None],
+) -> tuple[T, tuple[CommittedEvent, ...]]:
+    return result[0], () if result[1] is None else (result[1],)
 
 
 def _one_event(result: tuple[T, CommittedEvent]) -> tuple[T, tuple[CommittedEvent]]:

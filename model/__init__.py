@@ -55,6 +55,7 @@ MODEL_REFUSAL_CODES: frozenset[str] = frozenset(
         errors.ObservationSlotMismatchError,
         errors.ExpiryNotAfterNowError,
         errors.RenewalShortensError,
+        errors.OutcomeNotPermittedError,
     )
 )
 """Every refusal code a model operation can return."""

@@ -12,7 +12,7 @@ order their docstrings give.
 from __future__ import annotations
 
 import attrs
-from runstore import edges, payloads, rules
+from runstore import arguments, edges, payloads, rules
 from runstore.canonical import JSON
 from runstore.enums import TERMINAL_STATES, AttemptState, LeasePurpose
 from runstore.errors import (
@@ -26,7 +26,7 @@ from runstore.model import events
 from runstore.model.guard import check_guard
 from runstore.model.state import AttemptRow, LeaseRow, ModelState, Refusal, put, refuse, refused
 from runstore.receipts import OwnedAttempt
-from runstore.requests import LeaseRequest, RetryAuthorization
+from runstore.requests import Censored, Failed, LeaseRequest, RetryAuthorization, TerminalOutcome
 
 
 def reserve(
@@ -53,6 +53,9 @@ def reserve(
     reservation lease (next fencing token), the ``attempt_reserved`` event and the
     revision-0 transition. Result: the attempt's first guard.
     """
+    error = arguments.reserve_arguments(slot_id, authorization, lease, now_ns)
+    if error is not None:
+        return state, refused(error)
     error = rules.range_refusal(ns=[("now_ns", now_ns)])
     if error is not None:
         return state, refused(error)
@@ -116,26 +119,27 @@ def transition(
     kind: str,
     payload: dict[str, JSON],
     *,
+    outcome: TerminalOutcome | None = None,
     final_artifact_id: str | None = None,
-    failure_code: str | None = None,
-    censor_reason: str | None = None,
 ) -> tuple[ModelState, AttemptRow, int]:
     """Move an attempt one edge to ``target`` at ``now_ns`` (already effective): revision
     plus one, ``updated_at_ns`` = now, one event of ``kind`` with ``payload`` and its
-    transition. Entering a terminal state also sets ``finished_at_ns`` = now and the
-    given terminal columns. The caller has checked the edge. Returns the new state, the
-    new attempt row and the event's sequence."""
+    transition. Entering a terminal state also sets ``finished_at_ns`` = now, the
+    ``outcome`` and its terminal columns and the final artifact. The caller has checked
+    the edge. Returns the new state, the new attempt row and the event's sequence."""
     revision = before.revision + 1
     assert payload["revision"] == revision
     assert edges.is_legal_edge(before.state, target)
+    assert (target in TERMINAL_STATES) == (outcome is not None) == (final_artifact_id is not None)
     after = attrs.evolve(before, state=target, revision=revision, updated_at_ns=now_ns)
-    if target in TERMINAL_STATES:
+    if outcome is not None:
         after = attrs.evolve(
             after,
             finished_at_ns=now_ns,
-            failure_code=failure_code,
-            censor_reason=censor_reason,
+            failure_code=outcome.code if isinstance(outcome, Failed) else None,
+            censor_reason=outcome.reason if isinstance(outcome, Censored) else None,
             final_artifact_id=final_artifact_id,
+            outcome=outcome,
         )
     new_state = attrs.evolve(state, attempts=put(state.attempts, after.id, after))
     new_state, sequence = events.append_history(
@@ -154,26 +158,36 @@ def transition(
 def advance(
     state: ModelState, guard: OwnedAttempt, phase: AttemptState, now_ns: int
 ) -> tuple[ModelState, OwnedAttempt | Refusal]:
-    """Move the attempt to the execution phase ``phase``.
+    """Move the attempt to ``phase``: an execution phase, or finalizing without contending.
 
     Check order: the guarded sequence, then ``illegal_transition`` unless
-    ``(state, phase)`` is in :data:`runstore.edges.EXECUTION_EDGES` (finalizing and the terminal
-    states are reached only through ``begin_finalization`` and ``commit_finalization``).
+    :func:`runstore.edges.is_advance_edge` allows ``(state, phase)`` (an execution edge, or
+    any execution phase -> finalizing; the terminal states are reached only through
+    ``commit_finalization``).
 
-    Commits one transition and an ``attempt_transition`` event; leases are unchanged
+    Commits one transition and an ``attempt_transition`` event, or for finalizing an
+    ``attempt_finalizing`` event without a ``claim`` key (no claim is contended: the
+    attempt may then commit Failed or Censored, never Accepted); leases are unchanged
     (advancing does not renew). Result: the new guard.
     """
+    error = arguments.advance_arguments(guard, phase, now_ns)
+    if error is not None:
+        return state, refused(error)
     checked = check_guard(state, guard, now_ns)
     if isinstance(checked, Refusal):
         return state, checked
-    if not edges.is_execution_edge(checked.attempt.state, phase):
+    if not edges.is_advance_edge(checked.attempt.state, phase):
         return state, refuse(
             IllegalTransitionError,
             f"advance cannot move {checked.attempt.state.value} -> {phase.value}",
         )
     before = checked.attempt
-    payload = payloads.transition_payload(before.state, phase, before.revision + 1)
-    new_state, after, _ = transition(
-        state, before, checked.now_ns, phase, payloads.ATTEMPT_TRANSITION, payload
-    )
+    revision = before.revision + 1
+    if phase is AttemptState.FINALIZING:
+        kind = payloads.ATTEMPT_FINALIZING
+        payload = payloads.finalizing_payload(before.state, revision, None)
+    else:
+        kind = payloads.ATTEMPT_TRANSITION
+        payload = payloads.transition_payload(before.state, phase, revision)
+    new_state, after, _ = transition(state, before, checked.now_ns, phase, kind, payload)
     return new_state, guard.moved(after.state, after.revision, guard.claim_lease_id)

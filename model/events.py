@@ -1,4 +1,5 @@
-"""History in the model: one event and one transition row per revision.
+"""History in the model: one event and one transition row per revision, and events
+without a transition (an observation's registration).
 
 Rules of this file: pure functions over :class:`~runstore.model.state.ModelState`. The
 event kinds and payload documents are :mod:`runstore.payloads`, shared with the writer
@@ -27,9 +28,8 @@ def append_history(
     payload: dict[str, JSON],
 ) -> tuple[ModelState, int]:
     """Append one event and its transition; return the new state and the event's sequence."""
-    sequence = state.next_event_sequence()
-    event = EventRow(
-        sequence=sequence, kind=kind, attempt_id=attempt_id, at_ns=at_ns, payload=payload
+    with_event, sequence = append_event(
+        state, kind=kind, attempt_id=attempt_id, at_ns=at_ns, payload=payload
     )
     transition = TransitionRow(
         attempt_id=attempt_id,
@@ -39,7 +39,16 @@ def append_history(
         at_ns=at_ns,
         event_sequence=sequence,
     )
-    new_state = attrs.evolve(
-        state, events=(*state.events, event), transitions=(*state.transitions, transition)
+    return attrs.evolve(with_event, transitions=(*state.transitions, transition)), sequence
+
+
+def append_event(
+    state: ModelState, *, kind: str, attempt_id: str, at_ns: int, payload: dict[str, JSON]
+) -> tuple[ModelState, int]:
+    """Append one event without a transition (``observation_registered``); return the new
+    state and the event's sequence."""
+    sequence = state.next_event_sequence()
+    event = EventRow(
+        sequence=sequence, kind=kind, attempt_id=attempt_id, at_ns=at_ns, payload=payload
     )
-    return new_state, sequence
+    return attrs.evolve(state, events=(*state.events, event)), sequence

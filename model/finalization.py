@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
-from runstore import edges, payloads, rules
+from runstore import arguments, edges, payloads, rules
 from runstore.enums import (
     ArtifactKind,
     AttemptState,
@@ -24,11 +24,11 @@ from runstore.enums import (
 )
 from runstore.errors import (
     AcceptanceUnsatisfiedError,
-    ClaimRequiredError,
     DuplicateLeaseError,
     IllegalTransitionError,
     InvalidRecordError,
     OwnerMismatchError,
+    RegistrationConflictError,
     UnknownArtifactError,
 )
 from runstore.model.artifacts import with_artifact
@@ -47,7 +47,7 @@ from runstore.model.state import (
 )
 from runstore.receipts import ClaimDisposition, OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Accepted, Censored, Failed, LeaseRequest, TerminalOutcome
+from runstore.requests import Accepted, LeaseRequest, Superseded, TerminalOutcome
 from runstore.shapes import references_refusal
 
 
@@ -56,9 +56,10 @@ def begin_finalization(
 ) -> tuple[ModelState, ClaimDisposition | Refusal]:
     """Enter finalizing and decide the slot's success claim in the same step.
 
-    Every attempt slot (measurement or warm-up) goes through this path, and every call is
-    a success contender: an attempt that will fail also takes the claim if it is free and
-    releases it only by committing its outcome.
+    This is the success contender's way into finalizing (every slot kind and role); an
+    attempt that will fail or be censored enters through ``advance`` instead and contends
+    for nothing. A contender that takes the claim releases it only by committing its
+    outcome.
 
     Check order: the guarded sequence, then ``illegal_transition`` (the attempt is already
     finalizing), then the lease request: ``owner_mismatch`` (its owner token is not the
@@ -73,6 +74,9 @@ def begin_finalization(
     lease (acquired at the effective now, next fencing token) and the claim row. A
     superseded decision creates no lease. Result: the disposition with the new guard.
     """
+    error = arguments.begin_finalization_arguments(guard, lease, now_ns)
+    if error is not None:
+        return state, refused(error)
     checked = check_guard(state, guard, now_ns)
     if isinstance(checked, Refusal):
         return state, checked
@@ -156,10 +160,22 @@ def acceptance_refusal(state: ModelState, attempt: AttemptRow) -> Refusal | None
     return None
 
 
+def finalizing_decision(state: ModelState, attempt: AttemptRow) -> str | None:
+    """How the finalizing attempt entered finalizing: the ``claim`` of the event of its
+    current (finalizing) transition, or None when it entered without contending."""
+    for transition_row in reversed(state.transitions):
+        if (transition_row.attempt_id, transition_row.revision) == (attempt.id, attempt.revision):
+            claim = state.events[transition_row.event_sequence - 1].payload.get("claim")
+            assert claim is None or isinstance(claim, str)
+            return claim
+    raise AssertionError(f"attempt {attempt.id} has no transition {attempt.revision}")
+
+
 def finish(
     state: ModelState,
     attempt: AttemptRow,
-    now_ns: int,
+    finished_at_ns: int,
+    commit_ns: int,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
     references: Sequence[tuple[str, str]],
@@ -168,27 +184,28 @@ def finish(
 
     Registers the final artifact (the caller checked conflicts) and the references,
     appends the finalizing -> terminal transition and ``attempt_finished`` event at
-    ``now_ns``, sets the terminal columns (finished at ``now_ns``), deletes the claim the
-    attempt holds, and releases every unreleased lease of the attempt at ``now_ns``.
+    ``finished_at_ns`` (already effective), sets the terminal columns (finished then),
+    deletes the claim the attempt holds, and releases every unreleased lease of the
+    attempt at ``commit_ns`` (at or after the finish time).
     """
+    assert commit_ns >= finished_at_ns >= attempt.updated_at_ns
     registered = with_artifact(state, artifact)
     assert not isinstance(registered, Refusal)
     payload = payloads.finished_payload(outcome, attempt.revision + 1)
     new_state, after, sequence = transition(
         registered,
         attempt,
-        now_ns,
+        finished_at_ns,
         outcome.state,
         payloads.ATTEMPT_FINISHED,
         payload,
-        failure_code=outcome.code if isinstance(outcome, Failed) else None,
-        censor_reason=outcome.reason if isinstance(outcome, Censored) else None,
+        outcome=outcome,
         final_artifact_id=artifact.id,
     )
     leases = new_state.leases
     for lease in new_state.attempt_leases(attempt.id):
         if lease.released_at_ns is None:
-            leases = put(leases, lease.id, attrs.evolve(lease, released_at_ns=now_ns))
+            leases = put(leases, lease.id, attrs.evolve(lease, released_at_ns=commit_ns))
     claims = new_state.claims
     claim = new_state.owned_claim(attempt.id)
     if claim is not None:
@@ -206,7 +223,7 @@ def finish(
         retry_index=after.retry_index,
         state=after.state,
         revision=after.revision,
-        finished_at_ns=now_ns,
+        finished_at_ns=finished_at_ns,
         event_sequence=sequence,
     )
     return new_state, receipt
@@ -218,27 +235,50 @@ def commit_finalization(
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
     references: Sequence[tuple[str, str]],
+    finished_at_ns: int,
     now_ns: int,
 ) -> tuple[ModelState, TerminalAttempt | Refusal]:
     """Commit the attempt's terminal outcome with its published attempt artifact.
 
-    Check order: ``out_of_range`` (``now_ns``), ``invalid_record`` (the artifact is not of
-    kind attempt; then :func:`references_refusal`), the guarded sequence (so an expired
-    claim refuses every outcome with ``claim_expired``), ``illegal_transition`` (the
-    attempt is not finalizing), for ``Accepted``: ``claim_required`` (the attempt holds no
-    claim) then :func:`acceptance_refusal`; then ``registration_conflict`` (the artifact
-    id is registered with other digests) and ``unknown_artifact`` (a reference names an
-    artifact that is neither registered nor the final artifact itself).
+    ``finished_at_ns`` is the immutable finish time, clamped up to the preceding
+    transition; ``now_ns`` is the commit time, clamped up to the finish time: the guarded
+    sequence (lease and claim liveness) runs at the commit time and the leases are
+    released then, while the terminal transition, event and finish column carry the
+    finish time.
 
-    Censored, Superseded and Failed need no claim; a claim holder may commit any of them.
-    Commits as :func:`finish` at the effective now. Result: the terminal receipt.
+    Check order: ``invalid_record`` (argument types), ``out_of_range`` (``now_ns``, then
+    ``finished_at_ns``), ``invalid_record`` (the artifact is not of kind attempt; then
+    :func:`references_refusal`), the guarded sequence (so an expired claim refuses every
+    outcome with ``claim_expired``), ``illegal_transition`` (the attempt is not
+    finalizing), :func:`runstore.rules.outcome_refusal` against how the attempt entered
+    finalizing (``claim_required`` for Accepted without the claim; ``outcome_not_permitted``
+    for Superseded unless it lost the claim contest, and for anything else if it did), for
+    ``Accepted`` :func:`acceptance_refusal`; then ``registration_conflict`` (the artifact
+    id is registered with other digests) and ``unknown_artifact`` (a reference names an
+    artifact that is neither registered nor the final artifact itself). ``registration_conflict``
+    also refuses an artifact that is already another attempt's final artifact (one final
+    artifact per attempt).
+
+    Commits as :func:`finish`. Result: the terminal receipt.
     """
+    error = arguments.commit_finalization_arguments(
+        guard, outcome, artifact, references, finished_at_ns, now_ns
+    )
+    if error is not None:
+        return state, refused(error)
     shape = None
     if artifact.kind is not ArtifactKind.ATTEMPT:
         shape = refuse(InvalidRecordError, "the final artifact must be of kind attempt")
     if shape is None and (error := references_refusal(references)) is not None:
         shape = refused(error)
-    checked = check_guard(state, guard, now_ns, shape=shape)
+    checked = check_guard(
+        state,
+        guard,
+        now_ns,
+        ns=[("finished_at_ns", finished_at_ns)],
+        shape=shape,
+        not_before_ns=finished_at_ns,
+    )
     if isinstance(checked, Refusal):
         return state, checked
     attempt = checked.attempt
@@ -246,16 +286,26 @@ def commit_finalization(
         return state, refuse(
             IllegalTransitionError, f"attempt is {attempt.state.value}, not finalizing"
         )
+    error = rules.outcome_refusal(
+        finalizing_decision(state, attempt),
+        isinstance(outcome, Accepted),
+        isinstance(outcome, Superseded),
+    )
+    if error is not None:
+        return state, refused(error)
     if isinstance(outcome, Accepted):
-        if checked.claim is None:
-            return state, refuse(ClaimRequiredError, "acceptance needs the slot's claim")
         unsatisfied = acceptance_refusal(state, attempt)
         if unsatisfied is not None:
             return state, unsatisfied
     registered = with_artifact(state, artifact)
     if isinstance(registered, Refusal):
         return state, registered
+    if any(row.final_artifact_id == artifact.id for row in state.attempts.values()):
+        return state, refuse(
+            RegistrationConflictError, f"artifact {artifact.id} is another attempt's final one"
+        )
     for role, artifact_id in references:
         if artifact_id not in registered.artifacts:
             return state, refuse(UnknownArtifactError, f"{role} artifact {artifact_id} is unknown")
-    return finish(state, attempt, checked.now_ns, outcome, artifact, references)
+    finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)
+    return finish(state, attempt, finished, checked.now_ns, outcome, artifact, references)

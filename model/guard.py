@@ -79,8 +79,10 @@ def check_guard(
     ns: Iterable[tuple[str, int]] = (),
     indices: Iterable[tuple[str, int]] = (),
     shape: Refusal | None = None,
+    not_before_ns: int = 0,
 ) -> Guarded | Refusal:
-    """Run the guarded check sequence (module docstring) for ``guard`` at ``now_ns``.
+    """Run the guarded check sequence (module docstring) for ``guard`` at ``now_ns``,
+    clamped up to ``not_before_ns`` and to the attempt's preceding transition.
 
     ``ns`` and ``indices`` are the operation's own integer arguments (checked in step 1
     after the guard's), ``shape`` its first argument-shape refusal, if any.
@@ -95,7 +97,7 @@ def check_guard(
         return refuse(UnknownSlotError, f"attempt {guard.attempt_id} is not registered")
     if attempt.state in TERMINAL_STATES:
         return refuse(AttemptTerminalError, f"attempt is already {attempt.state.value}")
-    now = rules.effective_now(now_ns, attempt.updated_at_ns)
+    now = rules.effective_now(max(now_ns, not_before_ns), attempt.updated_at_ns)
     reservation = state.reservation_lease(attempt.id)
     if guard.owner_token != reservation.owner_token:
         return refuse(OwnerMismatchError, "the owner token is not the reservation's owner")

@@ -9,7 +9,7 @@ the model's own. Leases are never deleted or reactivated.
 from __future__ import annotations
 
 import attrs
-from runstore import rules
+from runstore import arguments, rules
 from runstore.enums import LeasePurpose
 from runstore.model.guard import check_guard
 from runstore.model.state import ModelState, Refusal, put, refused
@@ -36,6 +36,9 @@ def renew(
     Renewal is not a transition: no event, no revision change, ``updated_at_ns``
     unchanged. Result: the same guard.
     """
+    error = arguments.renew_arguments(guard, expires_at_ns, now_ns)
+    if error is not None:
+        return state, refused(error)
     checked = check_guard(state, guard, now_ns, ns=[("expires_at_ns", expires_at_ns)])
     if isinstance(checked, Refusal):
         return state, checked

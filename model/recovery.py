@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import attrs
-from runstore import payloads, rules
+from runstore import arguments, payloads, rules
 from runstore.enums import TERMINAL_STATES, ArtifactKind, AttemptState
-from runstore.errors import InvalidRecordError, UnknownArtifactError
+from runstore.errors import InvalidRecordError, RegistrationConflictError, UnknownArtifactError
 from runstore.model.artifacts import with_artifact
 from runstore.model.attempts import transition
 from runstore.model.finalization import finish
@@ -73,10 +73,14 @@ def recover(
 
     Check order (all before anything is committed): ``out_of_range`` (``t_ns``), then per
     attempt ``unknown_artifact`` (no registration supplied), ``invalid_record`` (not of
-    kind attempt), ``registration_conflict``. With nothing recoverable it commits nothing
+    kind attempt), ``registration_conflict`` (other digests, or already another
+    attempt's final artifact). With nothing recoverable it commits nothing
     and returns no receipts, so running it again is harmless. Result: the receipts, in
     attempt id order.
     """
+    error = arguments.recover_arguments(t_ns)
+    if error is not None:
+        return state, refused(error)
     error = rules.range_refusal(ns=[("t_ns", t_ns)])
     if error is not None:
         return state, refused(error)
@@ -91,6 +95,10 @@ def recover(
         registered = with_artifact(work, artifact)
         if isinstance(registered, Refusal):
             return state, registered
+        if any(row.final_artifact_id == artifact.id for row in work.attempts.values()):
+            return state, refuse(
+                RegistrationConflictError, f"artifact {artifact.id} is another attempt's final one"
+            )
         attempt = work.attempts[item.attempt_id]
         interrupted_state = attempt.state
         now = rules.effective_now(t_ns, attempt.updated_at_ns)
@@ -106,6 +114,8 @@ def recover(
             if lease_id in lease_ids
         )
         outcome = interrupted_outcome(item.cause, interrupted_state)
-        work, receipt = finish(work, attempt, now, outcome, artifact, tuple(dict.fromkeys(roots)))
+        work, receipt = finish(
+            work, attempt, now, now, outcome, artifact, tuple(dict.fromkeys(roots))
+        )
         receipts.append(receipt)
     return work, tuple(receipts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import attrs
+from runstore import arguments
 from runstore.errors import RegistrationConflictError
 from runstore.model.state import ModelState, Refusal, put, refuse, refused
 from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
@@ -28,6 +29,9 @@ def register_one_shot(
     Refuses with ``invalid_record`` an attempt slot that is not a one-shot measurement or
     an observation slot that is not a result slot; otherwise as :func:`register_slots`.
     """
+    error = arguments.register_one_shot_arguments(candidate, run, attempt_slot, observation_slot)
+    if error is not None:
+        return state, refused(error)
     error = one_shot_refusal(attempt_slot)
     if error is not None:
         return state, refused(error)
@@ -64,6 +68,9 @@ def register_slots(
 
     Result: the attempt slot's id.
     """
+    error = arguments.register_slots_arguments(candidate, run, attempt_slot, observation_slots)
+    if error is not None:
+        return state, refused(error)
     error = registration_refusal(candidate, run, attempt_slot, observation_slots)
     if error is not None:
         return state, refused(error)

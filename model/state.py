@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 import attrs
+from runstore.attempt_record import attempt_document
 from runstore.canonical import JSON
 from runstore.enums import AttemptState, LeasePurpose
 from runstore.errors import RunStoreError
@@ -25,6 +26,7 @@ from runstore.records import (
     ObservationSlot,
     ResolvedRun,
 )
+from runstore.requests import TerminalOutcome
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -67,7 +69,8 @@ def refused(error: RunStoreError) -> Refusal:
 
 @attrs.frozen(kw_only=True)
 class AttemptRow:
-    """One ``attempts`` row (record_json omitted: the model keeps the indexed columns)."""
+    """One ``attempts`` row; ``record_json`` is :meth:`record` (the terminal ``outcome`` is
+    kept for it)."""
 
     id: str
     slot_id: str
@@ -80,6 +83,22 @@ class AttemptRow:
     failure_code: str | None = None
     censor_reason: str | None = None
     final_artifact_id: str | None = None
+    outcome: TerminalOutcome | None = None
+
+    def record(self) -> dict[str, JSON]:
+        """The complete attempt record the store keeps in ``record_json``."""
+        return attempt_document(
+            attempt_id=self.id,
+            slot_id=self.slot_id,
+            retry_index=self.retry_index,
+            state=self.state,
+            revision=self.revision,
+            started_at_ns=self.started_at_ns,
+            updated_at_ns=self.updated_at_ns,
+            outcome=self.outcome,
+            finished_at_ns=self.finished_at_ns,
+            final_artifact_id=self.final_artifact_id,
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -169,6 +188,8 @@ class ModelState:
     artifacts: Mapping[str, ArtifactRegistration] = attrs.field(factory=frozen_map)
     # (attempt_id, role, artifact_id)
     attempt_artifacts: frozenset[tuple[str, str, str]] = frozenset()
+    # (observation_id, role, artifact_id)
+    observation_artifacts: frozenset[tuple[str, str, str]] = frozenset()
     # (lease_id, artifact_id)
     leased_artifacts: frozenset[tuple[str, str]] = frozenset()
     transitions: tuple[TransitionRow, ...] = ()

@@ -21,8 +21,9 @@ def legal_edges_block() -> str:
     return (
         "Generated from `runstore.edges.LEGAL_EDGES` by `tools/gen_spec.py`; do not edit.\n"
         "Every edge raises the attempt's revision by one. Revision 0 is the reservation "
-        "itself (no state -> `reserved`). `advance` takes the edges between execution phases; "
-        "only `begin_finalization` (or recovery) enters `finalizing`, and only "
+        "itself (no state -> `reserved`). `advance` takes the edges between execution phases "
+        "and enters `finalizing` without contending for the slot's claim; "
+        "`begin_finalization` enters it as a success contender; only "
         "`commit_finalization` (or recovery) leaves it.\n\n" + edges.edge_table_markdown()
     )
 

@@ -284,6 +284,11 @@ CREATE TABLE attempts (
 CREATE UNIQUE INDEX one_accepted_attempt_per_slot
     ON attempts (slot_id) WHERE state = 'accepted';
 
+-- An attempt directory records one attempt's outcome, so no two attempts may commit with
+-- the same final artifact (a second attempt claiming it would share the first's outcome).
+CREATE UNIQUE INDEX one_attempt_per_final_artifact
+    ON attempts (final_artifact_id) WHERE final_artifact_id IS NOT NULL;
+
 -- A new row is always a fresh reservation: revision 0, state reserved, its start time as
 -- its last update, nothing finished yet.
 CREATE TRIGGER attempts_insert_is_reservation
@@ -342,11 +347,13 @@ END;
 -- The global event log. AUTOINCREMENT keeps sequence numbers from ever being reused,
 -- so a consumer's position stays meaningful. (sequence, attempt_id, at_ns) is unique so a
 -- transition can require its event to carry the same attempt and time.
+-- 'observation_registered' announces an observation of an attempt, not a step: the
+-- transition trigger's kind check never accepts it, so it can announce no transition.
 CREATE TABLE events (
     sequence INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL CONSTRAINT event_kind
         CHECK (kind IN ('attempt_reserved', 'attempt_transition', 'attempt_finalizing',
-                        'attempt_finished')),
+                        'attempt_finished', 'observation_registered')),
     attempt_id TEXT REFERENCES attempts (id),
     at_ns INTEGER NOT NULL CONSTRAINT event_at_range CHECK (at_ns >= 0),
     payload_json TEXT NOT NULL CONSTRAINT event_payload_is_object
@@ -559,6 +566,10 @@ END;
 -- A published observation of one slot by one attempt. The membership key ties the
 -- producing attempt's execution slot to the slot's declared producer. Observations
 -- outlive the fate of their attempt, so they are immutable and undeletable.
+-- The observation's own directory is always present: both halves of its typed key are NOT
+-- NULL, so the composite foreign key always applies (a NULL half would switch it off).
+-- No CHECK pairs their nullness any more: SQLite tests NOT NULL before CHECK, so such a
+-- CHECK could never fail and no test could pin it.
 CREATE TABLE observations (
     id TEXT NOT NULL PRIMARY KEY,
     slot_id TEXT NOT NULL,
@@ -567,15 +578,13 @@ CREATE TABLE observations (
     valid INTEGER NOT NULL CONSTRAINT observation_valid_is_boolean CHECK (valid IN (0, 1)),
     completion TEXT NOT NULL CONSTRAINT observation_completion
         CHECK (completion IN ('reached', 'not_reached')),
-    artifact_id TEXT,
-    artifact_kind TEXT CONSTRAINT observation_artifact_kind
+    artifact_id TEXT NOT NULL,
+    artifact_kind TEXT NOT NULL CONSTRAINT observation_artifact_kind
         CHECK (artifact_kind = 'observation'),
     registered_at_ns INTEGER NOT NULL CONSTRAINT observation_registered_at_range
         CHECK (registered_at_ns >= 0),
     record_json TEXT NOT NULL CONSTRAINT observation_record_is_object
         CHECK (json_valid(record_json) AND json_type(record_json) = 'object'),
-    CONSTRAINT observation_artifact_id_with_kind
-        CHECK ((artifact_id IS NULL) = (artifact_kind IS NULL)),
     UNIQUE (id, slot_id, valid),
     FOREIGN KEY (slot_id, attempt_slot_id)
         REFERENCES attempt_observation_slots (observation_slot_id, attempt_slot_id),
@@ -651,5 +660,83 @@ CREATE TABLE leased_artifacts (
     artifact_id TEXT NOT NULL REFERENCES artifacts (id),
     PRIMARY KEY (lease_id, artifact_id)
 ) STRICT;
+
+-- No reference added late: an attempt's references are part of its outcome, so they are
+-- written in the transaction that finishes it, before the terminal update. Once the
+-- attempt is terminal its set of roots is closed.
+CREATE TRIGGER attempt_artifacts_insert_requires_open_attempt
+BEFORE INSERT ON attempt_artifacts
+WHEN EXISTS (
+    SELECT 1 FROM attempts
+    WHERE id = NEW.attempt_id
+      AND state IN ('accepted', 'censored', 'superseded', 'failed'))
+BEGIN
+    SELECT RAISE(ABORT, 'attempt_artifacts: the attempt is terminal');
+END;
+
+-- Likewise an observation's directories are fixed by the time its producing attempt ends.
+CREATE TRIGGER observation_artifacts_insert_requires_open_attempt
+BEFORE INSERT ON observation_artifacts
+WHEN EXISTS (
+    SELECT 1 FROM observations JOIN attempts ON attempts.id = observations.attempt_id
+    WHERE observations.id = NEW.observation_id
+      AND attempts.state IN ('accepted', 'censored', 'superseded', 'failed'))
+BEGIN
+    SELECT RAISE(ABORT, 'observation_artifacts: the producing attempt is terminal');
+END;
+
+-- A lease roots content only while it is held: a released lease, or a lease of a finished
+-- attempt (whose outcome already names what it keeps), takes no new root.
+CREATE TRIGGER leased_artifacts_insert_requires_live_lease
+BEFORE INSERT ON leased_artifacts
+BEGIN
+    SELECT RAISE(ABORT, 'leased_artifacts: the lease is released')
+    WHERE EXISTS (
+        SELECT 1 FROM leases WHERE id = NEW.lease_id AND released_at_ns IS NOT NULL);
+    SELECT RAISE(ABORT, 'leased_artifacts: the lease''s attempt is terminal')
+    WHERE EXISTS (
+        SELECT 1 FROM leases JOIN attempts ON attempts.id = leases.attempt_id
+        WHERE leases.id = NEW.lease_id
+          AND attempts.state IN ('accepted', 'censored', 'superseded', 'failed'));
+END;
+
+-- References are history: a collector that saw a root must keep seeing it, so no
+-- reference is rewritten or withdrawn. With recursive_triggers=ON the delete guards also
+-- refuse INSERT OR REPLACE.
+CREATE TRIGGER attempt_artifacts_no_update
+BEFORE UPDATE ON attempt_artifacts
+BEGIN
+    SELECT RAISE(ABORT, 'attempt_artifacts: rows are insert-only');
+END;
+
+CREATE TRIGGER attempt_artifacts_no_delete
+BEFORE DELETE ON attempt_artifacts
+BEGIN
+    SELECT RAISE(ABORT, 'attempt_artifacts: rows are insert-only');
+END;
+
+CREATE TRIGGER observation_artifacts_no_update
+BEFORE UPDATE ON observation_artifacts
+BEGIN
+    SELECT RAISE(ABORT, 'observation_artifacts: rows are insert-only');
+END;
+
+CREATE TRIGGER observation_artifacts_no_delete
+BEFORE DELETE ON observation_artifacts
+BEGIN
+    SELECT RAISE(ABORT, 'observation_artifacts: rows are insert-only');
+END;
+
+CREATE TRIGGER leased_artifacts_no_update
+BEFORE UPDATE ON leased_artifacts
+BEGIN
+    SELECT RAISE(ABORT, 'leased_artifacts: rows are insert-only');
+END;
+
+CREATE TRIGGER leased_artifacts_no_delete
+BEFORE DELETE ON leased_artifacts
+BEGIN
+    SELECT RAISE(ABORT, 'leased_artifacts: rows are insert-only');
+END;
 
 PRAGMA user_version = 1;

@@ -18,7 +18,7 @@ from typing import Protocol, TypeVar
 from runstore import model as m
 from runstore.enums import AttemptState
 from runstore.errors import RunStoreError
-from runstore.receipts import ClaimDisposition, OwnedAttempt, TerminalAttempt
+from runstore.receipts import ClaimDisposition, ObservationReceipt, OwnedAttempt, TerminalAttempt
 from runstore.records import (
     ApplicabilityDecision,
     ArtifactRegistration,
@@ -68,9 +68,10 @@ class Writer(Protocol):
         attempt: OwnedAttempt,
         observation: Observation,
         artifact: ArtifactRegistration,
+        references: Sequence[tuple[str, str]],
         select: bool,
         now_ns: int,
-    ) -> OwnedAttempt: ...
+    ) -> ObservationReceipt: ...
 
     def commit_finalization(
         self,
@@ -78,6 +79,7 @@ class Writer(Protocol):
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
         references: Sequence[tuple[str, str]],
+        finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt: ...
 
@@ -152,11 +154,14 @@ class ModelWriter:
         attempt: OwnedAttempt,
         observation: Observation,
         artifact: ArtifactRegistration,
+        references: Sequence[tuple[str, str]],
         select: bool,
         now_ns: int,
-    ) -> OwnedAttempt:
+    ) -> ObservationReceipt:
         return self._apply(
-            m.register_observation(self.state, attempt, observation, artifact, select, now_ns)
+            m.register_observation(
+                self.state, attempt, observation, artifact, references, select, now_ns
+            )
         )
 
     def commit_finalization(
@@ -165,10 +170,13 @@ class ModelWriter:
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
         references: Sequence[tuple[str, str]],
+        finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt:
         return self._apply(
-            m.commit_finalization(self.state, attempt, outcome, artifact, references, now_ns)
+            m.commit_finalization(
+                self.state, attempt, outcome, artifact, references, finished_at_ns, now_ns
+            )
         )
 
 

@@ -23,7 +23,8 @@ _QUERIES = {
     "attempt_slots": "SELECT id FROM attempt_slots",
     "memberships": "SELECT observation_slot_id, attempt_slot_id FROM attempt_observation_slots",
     "attempts": "SELECT id, slot_id, retry_index, state, revision, started_at_ns, updated_at_ns, "
-    "finished_at_ns, failure_code, censor_reason, final_artifact_id FROM attempts",
+    "finished_at_ns, failure_code, censor_reason, final_artifact_id, "
+    "CAST(record_json AS BLOB) FROM attempts",
     "transitions": "SELECT attempt_id, revision, from_state, to_state, at_ns, event_sequence "
     "FROM attempt_transitions",
     "events": "SELECT sequence, kind, attempt_id, at_ns, CAST(payload_json AS BLOB) FROM events",
@@ -36,6 +37,7 @@ _QUERIES = {
     "artifacts": "SELECT id, kind, path, content_sha256, manifest_sha256, verified_at_ns "
     "FROM artifacts",
     "attempt_artifacts": "SELECT attempt_id, role, artifact_id FROM attempt_artifacts",
+    "observation_artifacts": "SELECT observation_id, role, artifact_id FROM observation_artifacts",
     "leased_artifacts": "SELECT lease_id, artifact_id FROM leased_artifacts",
 }
 
@@ -78,6 +80,7 @@ def model_projection(state: ModelState) -> Projection:
                 row.failure_code,
                 row.censor_reason,
                 row.final_artifact_id,
+                canonical.encode(row.record()),
             )
             for row in state.attempts.values()
         ),
@@ -127,5 +130,6 @@ def model_projection(state: ModelState) -> Projection:
             for a in state.artifacts.values()
         ),
         "attempt_artifacts": sorted(state.attempt_artifacts),
+        "observation_artifacts": sorted(state.observation_artifacts),
         "leased_artifacts": sorted(state.leased_artifacts),
     }

@@ -124,14 +124,16 @@ def observe(
     valid: bool = True,
     completion: Completion = Completion.REACHED,
     score: int = 1,
+    references: tuple[tuple[str, str], ...] = (),
 ) -> object:
     """``register_observation`` of an observation of ``guard``'s attempt for ``slot``,
-    published as the observation artifact ``label``."""
+    published as the observation artifact ``label``, with ``references``."""
     return t.do(
         observations.register_observation,
         guard=guard,
         observation=observation(slot, guard, valid=valid, completion=completion, score=score),
         artifact=artifact(ArtifactKind.OBSERVATION, label),
+        references=references,
         select=select,
         now_ns=now,
     )
@@ -145,14 +147,17 @@ def conclude(
     *,
     now: int,
     references: tuple[tuple[str, str], ...] = (),
+    finished: int | None = None,
 ) -> object:
-    """``commit_finalization`` with the attempt artifact ``label``."""
+    """``commit_finalization`` with the attempt artifact ``label``, committed at ``now``
+    and finished at ``finished`` (default ``now``)."""
     return t.do(
         finalization.commit_finalization,
         guard=guard,
         outcome=outcome,
         artifact=artifact(ArtifactKind.ATTEMPT, label),
         references=references,
+        finished_at_ns=now if finished is None else finished,
         now_ns=now,
     )
 
@@ -319,6 +324,29 @@ def stream_checkpoints_accepted(t: Transcript) -> None:
     conclude(t, second, Accepted(), "attempt-1", now=2_400)
 
 
+def failure_without_claim_keeps_slot_open(t: Transcript) -> None:
+    """A failing attempt enters finalizing through ``advance`` without contending for the
+    claim: it cannot accept, and commits Failed (finishing before its commit time) while a
+    concurrent retry takes the claim, selects its result and is accepted."""
+    fixture = slot_fixture()
+    register(t, fixture)
+    member = fixture.observation_slots[0]
+    failing = owned(reserve_in(t, fixture, FirstAttempt(), "reservation-0"))
+    winner = owned(
+        reserve_in(t, fixture, Next(retry=True), "reservation-1", now=1_010, owner=OTHER_OWNER)
+    )
+    failing = run_to(t, failing, (*EXECUTION_PATH, AttemptState.FINALIZING), 1_100)
+    conclude(t, failing, Accepted(), "attempt-0", now=1_200)
+    conclude(t, failing, Superseded(), "attempt-0", now=1_200)
+    winner = run_to(t, winner, EXECUTION_PATH, 1_300)
+    winner = claimed(finalize(t, winner, "claim-1", now=1_400))
+    failure = Failed(code="worker_exit", details={"exit_status": 1})
+    conclude(t, failing, failure, "attempt-0", now=1_500, finished=1_450)
+    observe(t, winner, member, "result-1", now=1_600)
+    conclude(t, winner, Accepted(), "attempt-1", now=1_700, finished=1_650)
+    reserve_in(t, fixture, Next(retry=True), "reservation-2", now=1_800)
+
+
 SCENARIOS: dict[str, Callable[[Transcript], None]] = {
     function.__name__: function
     for function in (
@@ -330,6 +358,7 @@ SCENARIOS: dict[str, Callable[[Transcript], None]] = {
         expired_lease_refused_at_exact_expiry,
         backward_clock_clamped,
         stream_checkpoints_accepted,
+        failure_without_claim_keeps_slot_open,
     )
 }
 """Every named scenario, by name."""

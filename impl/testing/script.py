@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import attrs
 from runstore.enums import AttemptState
-from runstore.receipts import ClaimDisposition, OwnedAttempt
+from runstore.receipts import ClaimDisposition, ObservationReceipt, OwnedAttempt
 from runstore.records import (
     ApplicabilityDecision,
     ArtifactRegistration,
@@ -66,9 +66,12 @@ class Call:
         return method(**self.arguments)
 
     def keep(self, result: object, context: Context) -> None:
-        """Keep the guard ``result`` carries (directly, or in a claim disposition) as the
+        """Keep the guard ``result`` carries (directly, or in a claim disposition or an
+        observation receipt) as the
         handle's latest guard."""
-        guard = result.attempt if isinstance(result, ClaimDisposition) else result
+        guard = (
+            result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
+        )
         if self.attempt is not None and isinstance(guard, OwnedAttempt):
             context[self.attempt] = guard
 
@@ -175,10 +178,16 @@ def register_observation(
     select: bool,
     now_ns: int,
     *,
+    references: Sequence[tuple[str, str]] = (),
     name: str | None = None,
 ) -> Call:
     selected = "selected" if select else "unselected"
-    arguments = {"observation": observation, "artifact": artifact, "select": select}
+    arguments = {
+        "observation": observation,
+        "artifact": artifact,
+        "references": tuple(references),
+        "select": select,
+    }
     return Call(
         name or f"register_observation {attempt} {selected}",
         "register_observation",
@@ -194,9 +203,17 @@ def commit_finalization(
     references: Sequence[tuple[str, str]],
     now_ns: int,
     *,
+    finished_at_ns: int | None = None,
     name: str | None = None,
 ) -> Call:
-    arguments = {"outcome": outcome, "artifact": artifact, "references": tuple(references)}
+    """A terminal commit at ``now_ns``, finishing at ``finished_at_ns`` (default: the
+    same time)."""
+    arguments = {
+        "outcome": outcome,
+        "artifact": artifact,
+        "references": tuple(references),
+        "finished_at_ns": now_ns if finished_at_ns is None else finished_at_ns,
+    }
     return Call(
         name or f"commit_finalization {attempt} {outcome.state.value}",
         "commit_finalization",

@@ -34,6 +34,7 @@ from runstore import (
     LeaseRequest,
     Next,
     Observation,
+    ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
     ResolvedRun,
@@ -169,15 +170,17 @@ SCENARIO: list[Call] = [
         BETA_RESULT,
         True,
         at(21),
-        name="beta#0 register_observation and select (no event)",
+        references=[("metrics", BETA_RESULT.id)],
+        name="beta#0 register_observation and select (with a metrics reference)",
     ),
     script.commit_finalization(
         B0,
         Accepted(),
         _artifact(ArtifactKind.ATTEMPT, "beta-0", 22),
         [("result", BETA_RESULT.id)],
-        at(22),
-        name="beta#0 commit accepted (with a reference)",
+        at(22) + 500_000,
+        finished_at_ns=at(22),
+        name="beta#0 commit accepted (with a reference; finished 0.5 ms before the commit)",
     ),
     script.commit_finalization(
         B1,
@@ -217,7 +220,7 @@ SCENARIO: list[Call] = [
         _artifact(ArtifactKind.OBSERVATION, "alpha-1-result", 29),
         True,
         at(29),
-        name="alpha#1 register_observation and select (no event)",
+        name="alpha#1 register_observation and select",
     ),
     script.commit_finalization(
         A1,
@@ -235,16 +238,14 @@ SCENARIO: list[Call] = [
         "worker-4",
         31,
     ),
-    _claim(
-        "gamma#0 begin_finalization from reserved (claimed)", C0, "gamma-0-claim", "worker-4", 32
-    ),
+    _advance("gamma#0 reserved -> finalizing without contending (no claim)", C0, S.FINALIZING, 32),
     script.commit_finalization(
         C0,
         Censored(reason=CENSOR_REASON),
         _artifact(ArtifactKind.ATTEMPT, "gamma-0", 33),
         [],
         at(33),
-        name="gamma#0 commit censored (non-ASCII reason with a quote, by the claim holder)",
+        name="gamma#0 commit censored (non-ASCII reason with a quote, without a claim)",
     ),
 ]
 
@@ -354,7 +355,7 @@ def _argument_json(key: str, value: Any) -> JSON:
         return {"state": value.state.value}
     if isinstance(value, AttemptState):
         return value.value
-    if key == "now_ns":
+    if key in ("now_ns", "finished_at_ns"):
         return str(value)
     if key == "references":
         return [[role, artifact_id] for role, artifact_id in value]
@@ -385,6 +386,14 @@ def result_json(result: object) -> dict[str, JSON]:
         }
     if isinstance(result, ClaimDisposition):
         return {**result_json(result.attempt), "claimed": result.claimed}
+    if isinstance(result, ObservationReceipt):
+        return {
+            **result_json(result.attempt),
+            "observation_id": result.observation_id,
+            "selected": result.selected,
+            "selection": result.selection,
+            "event_sequence": result.event_sequence,
+        }
     if isinstance(result, TerminalAttempt):
         return {
             "attempt_id": result.attempt_id,

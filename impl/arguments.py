@@ -1,0 +1,232 @@
+"""The type checks of every public operation's arguments, one function per operation.
+
+Rules of this file: value layer (imports only the errors, enums, records, requests and
+receipts); pure functions of the arguments as given, typed ``object`` because callers may
+pass anything. Each returns the first ill-typed argument's refusal, in parameter order, as
+an ``invalid_record`` :class:`~runstore.errors.InvalidRecordError` naming the parameter and
+the type received, or None when every argument has the right type. The store
+(:class:`runstore.RunStore`) calls the check first, before opening any transaction, and
+raises what it returns; the model (:mod:`runstore.model`) calls it first and returns it as a
+``Refusal`` with the input state. Only types are checked here: the records and requests
+validate their own fields at construction, ranges stay with
+:func:`runstore.rules.range_refusal` (``out_of_range``), and the shape of a reference list
+with :func:`runstore.shapes.references_refusal`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Final
+
+from runstore.enums import AttemptState
+from runstore.errors import InvalidRecordError, RunStoreError
+from runstore.receipts import OwnedAttempt
+from runstore.records import (
+    ApplicabilityDecision,
+    ArtifactRegistration,
+    AttemptSlot,
+    Observation,
+    ObservationSlot,
+    ResolvedRun,
+)
+from runstore.requests import (
+    Accepted,
+    Censored,
+    Failed,
+    FirstAttempt,
+    LeaseRequest,
+    Next,
+    Retry,
+    Superseded,
+)
+
+
+def _refusal(name: str, expected: str, value: object, received: str = "") -> RunStoreError:
+    """``invalid_record``: ``name`` must be ``expected``, not ``received`` (by default the
+    value's type name)."""
+    return InvalidRecordError(f"{name} must be {expected}, not {received or type(value).__name__}")
+
+
+def _first(*refusals: RunStoreError | None) -> RunStoreError | None:
+    """The first of ``refusals`` (one per argument, in parameter order) that is not None."""
+    return next((refusal for refusal in refusals if refusal is not None), None)
+
+
+def _time(name: str, value: object) -> RunStoreError | None:
+    """A nanosecond time is an ``int`` and not a ``bool`` (its range is checked later)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None
+    return _refusal(name, "an int", value)
+
+
+def _text(name: str, value: object) -> RunStoreError | None:
+    return None if isinstance(value, str) else _refusal(name, "a str", value)
+
+
+def _flag(name: str, value: object) -> RunStoreError | None:
+    """A real ``bool``: 0 and 1 are refused."""
+    return None if isinstance(value, bool) else _refusal(name, "a bool", value)
+
+
+def _instance(name: str, value: object, *classes: type) -> RunStoreError | None:
+    """An instance of one of ``classes`` (a str enum's plain string value is not one)."""
+    if isinstance(value, classes):
+        return None
+    names = [cls.__name__ for cls in classes]
+    article = "an" if names[0][0] in "AEIOU" else "a"
+    expected = f"{article} {names[0]}" if len(names) == 1 else f"one of {', '.join(names)}"
+    return _refusal(name, expected, value)
+
+
+def _items(
+    name: str, value: object, check: Callable[[str, object], RunStoreError | None]
+) -> RunStoreError | None:
+    """A list or tuple (not a str, bytes, set, mapping or iterator) whose every element
+    passes ``check``; an element is named ``name[i]``."""
+    if not isinstance(value, list | tuple):
+        return _refusal(name, "a list or tuple", value)
+    return _first(*(check(f"{name}[{i}]", item) for i, item in enumerate(value)))
+
+
+def _observation_slot(name: str, value: object) -> RunStoreError | None:
+    return _instance(name, value, ObservationSlot)
+
+
+def _reference(name: str, value: object) -> RunStoreError | None:
+    """A ``(role, artifact_id)`` pair: a tuple (hashable, so references compare as sets)
+    of exactly two str."""
+    if not isinstance(value, tuple):
+        return _refusal(name, "a (role, artifact_id) pair", value)
+    if len(value) != 2:
+        received = f"a {type(value).__name__} of length {len(value)}"
+        return _refusal(name, "a (role, artifact_id) pair", value, received)
+    return _first(*(_text(f"{name}[{i}]", part) for i, part in enumerate(value)))
+
+
+def register_slots_arguments(
+    candidate: object, run: object, attempt_slot: object, observation_slots: object
+) -> RunStoreError | None:
+    """``register_slots``: the three records, then a list or tuple of observation slots."""
+    return _first(
+        _instance("candidate", candidate, ApplicabilityDecision),
+        _instance("run", run, ResolvedRun),
+        _instance("attempt_slot", attempt_slot, AttemptSlot),
+        _items("observation_slots", observation_slots, _observation_slot),
+    )
+
+
+def register_one_shot_arguments(
+    candidate: object, run: object, attempt_slot: object, observation_slot: object
+) -> RunStoreError | None:
+    """``register_one_shot``: the four records."""
+    return _first(
+        _instance("candidate", candidate, ApplicabilityDecision),
+        _instance("run", run, ResolvedRun),
+        _instance("attempt_slot", attempt_slot, AttemptSlot),
+        _observation_slot("observation_slot", observation_slot),
+    )
+
+
+def reserve_arguments(
+    slot_id: object, authorization: object, lease: object, now_ns: object
+) -> RunStoreError | None:
+    """``reserve``: a str, a ``FirstAttempt``, ``Next`` or ``Retry`` (None is no
+    authorization, not a retry), a ``LeaseRequest``, a time."""
+    return _first(
+        _text("slot_id", slot_id),
+        _instance("authorization", authorization, FirstAttempt, Next, Retry),
+        _instance("lease", lease, LeaseRequest),
+        _time("now_ns", now_ns),
+    )
+
+
+def advance_arguments(attempt: object, phase: object, now_ns: object) -> RunStoreError | None:
+    """``advance``: an ``OwnedAttempt``, an ``AttemptState`` member (its plain string value
+    is refused), a time."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _instance("phase", phase, AttemptState),
+        _time("now_ns", now_ns),
+    )
+
+
+def renew_arguments(attempt: object, expires_at_ns: object, now_ns: object) -> RunStoreError | None:
+    """``renew``: an ``OwnedAttempt``, two times."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _time("expires_at_ns", expires_at_ns),
+        _time("now_ns", now_ns),
+    )
+
+
+def begin_finalization_arguments(
+    attempt: object, lease: object, now_ns: object
+) -> RunStoreError | None:
+    """``begin_finalization``: an ``OwnedAttempt``, a ``LeaseRequest``, a time."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _instance("lease", lease, LeaseRequest),
+        _time("now_ns", now_ns),
+    )
+
+
+def register_observation_arguments(
+    attempt: object,
+    observation: object,
+    artifact: object,
+    references: object,
+    select: object,
+    now_ns: object,
+) -> RunStoreError | None:
+    """``register_observation``: an ``OwnedAttempt``, an ``Observation``, an
+    ``ArtifactRegistration``, references, a ``bool`` (not 0 or 1), a time."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _instance("observation", observation, Observation),
+        _instance("artifact", artifact, ArtifactRegistration),
+        _items("references", references, _reference),
+        _flag("select", select),
+        _time("now_ns", now_ns),
+    )
+
+
+def commit_finalization_arguments(
+    attempt: object,
+    outcome: object,
+    artifact: object,
+    references: object,
+    finished_at_ns: object,
+    now_ns: object,
+) -> RunStoreError | None:
+    """``commit_finalization``: an ``OwnedAttempt``, an ``Accepted``, ``Censored``,
+    ``Superseded`` or ``Failed``, an ``ArtifactRegistration``, references, two times."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _instance("outcome", outcome, Accepted, Censored, Superseded, Failed),
+        _instance("artifact", artifact, ArtifactRegistration),
+        _items("references", references, _reference),
+        _time("finished_at_ns", finished_at_ns),
+        _time("now_ns", now_ns),
+    )
+
+
+def recover_arguments(t_ns: object) -> RunStoreError | None:
+    """The model's ``recover`` and ``recoverable``: a time."""
+    return _time("t_ns", t_ns)
+
+
+OPERATIONS: Final[Mapping[str, Callable[..., RunStoreError | None]]] = MappingProxyType(
+    {
+        "register_slots": register_slots_arguments,
+        "register_one_shot": register_one_shot_arguments,
+        "reserve": reserve_arguments,
+        "advance": advance_arguments,
+        "renew": renew_arguments,
+        "begin_finalization": begin_finalization_arguments,
+        "register_observation": register_observation_arguments,
+        "commit_finalization": commit_finalization_arguments,
+        "recover": recover_arguments,
+    }
+)
+"""Operation name -> its argument check, for the tests."""
