@@ -92,6 +92,13 @@ VALID: dict[str, tuple[object, ...]] = {
         NOW,
         NOW,
     ),
+    "begin_staging": (GUARD, "stage-lease", "artifacts/.staging-0", NOW),
+    "publish_staged_artifact": (
+        GUARD,
+        "stage-lease",
+        sc.artifact(ArtifactKind.DATASET, "dataset"),
+        NOW,
+    ),
     "recover": (NOW,),
 }
 """Well-typed arguments of each operation (the state the model takes first is left out)."""
@@ -263,11 +270,25 @@ PARAMETERS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("finished_at_ns", TIME),
         ("now_ns", TIME),
     ),
+    "begin_staging": (
+        ("attempt", ATTEMPT),
+        ("lease_id", TEXT),
+        ("staging_path", TEXT),
+        ("now_ns", TIME),
+    ),
+    "publish_staged_artifact": (
+        ("attempt", ATTEMPT),
+        ("staging_lease_id", TEXT),
+        ("artifact", ARTIFACT),
+        ("now_ns", TIME),
+    ),
     "recover": (("t_ns", TIME),),
 }
 """Each operation's parameters in order, with what each accepts."""
 
-WRITERS = [operation for operation in PARAMETERS if operation != "recover"]
+MODEL_ONLY = ("begin_staging", "publish_staged_artifact", "recover")
+"""Model operations that are not (yet) ``RunStore`` methods."""
+WRITERS = [operation for operation in PARAMETERS if operation not in MODEL_ONLY]
 """The operations that are ``RunStore`` methods (and model operations of the same name)."""
 
 POSITIONS = [
@@ -498,12 +519,20 @@ def test_store_and_model_refuse_one_ill_typed_argument_end_to_end(
     assert names_parameter(result.message, name), result
 
 
+@pytest.mark.parametrize("operation", MODEL_ONLY)
 @END_TO_END
-@given(t_ns=TIME.hostile)
-def test_model_recover_refuses_an_ill_typed_time_end_to_end(world: World, t_ns: object) -> None:
+@given(data=st.data())
+def test_model_only_operations_refuse_one_ill_typed_argument_end_to_end(
+    world: World, operation: str, data: st.DataObject
+) -> None:
+    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
+    name, kind = PARAMETERS[operation][index]
+    args = replaced(operation, index, data.draw(kind.hostile, label=name))
+    if operation == "recover":
+        args.append({})  # the model's recover also takes the published outcome artifacts
     state = world.model.state
-    new_state, result = m.recover(state, t_ns, {})  # type: ignore[arg-type]
+    new_state, result = getattr(m, operation)(state, *args)
     assert new_state is state
     assert isinstance(result, m.Refusal), result
     assert result.code == "invalid_record", result
-    assert names_parameter(result.message, "t_ns"), result
+    assert names_parameter(result.message, name), result

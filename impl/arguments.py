@@ -211,6 +211,31 @@ def commit_finalization_arguments(
     )
 
 
+def begin_staging_arguments(
+    attempt: object, lease_id: object, staging_path: object, now_ns: object
+) -> RunStoreError | None:
+    """The model's ``begin_staging``: an ``OwnedAttempt``, two str, a time."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _text("lease_id", lease_id),
+        _text("staging_path", staging_path),
+        _time("now_ns", now_ns),
+    )
+
+
+def publish_staged_artifact_arguments(
+    attempt: object, staging_lease_id: object, artifact: object, now_ns: object
+) -> RunStoreError | None:
+    """The model's ``publish_staged_artifact``: an ``OwnedAttempt``, a str, an
+    ``ArtifactRegistration``, a time."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _text("staging_lease_id", staging_lease_id),
+        _instance("artifact", artifact, ArtifactRegistration),
+        _time("now_ns", now_ns),
+    )
+
+
 def recover_arguments(t_ns: object) -> RunStoreError | None:
     """The model's ``recover`` and ``recoverable``: a time."""
     return _time("t_ns", t_ns)
@@ -226,6 +251,8 @@ OPERATIONS: Final[Mapping[str, Callable[..., RunStoreError | None]]] = MappingPr
         "begin_finalization": begin_finalization_arguments,
         "register_observation": register_observation_arguments,
         "commit_finalization": commit_finalization_arguments,
+        "begin_staging": begin_staging_arguments,
+        "publish_staged_artifact": publish_staged_artifact_arguments,
         "recover": recover_arguments,
     }
 )

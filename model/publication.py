@@ -11,7 +11,7 @@ hashing, renames) is outside the model: the caller hands in the verified registr
 from __future__ import annotations
 
 import attrs
-from runstore import rules
+from runstore import arguments, rules
 from runstore.enums import ArtifactKind, LeasePurpose
 from runstore.errors import DuplicateLeaseError, InvalidRecordError, LeaseMismatchError
 from runstore.model.artifacts import with_artifact
@@ -28,10 +28,14 @@ def begin_staging(
     """Register a staging lease for a new stage of this attempt.
 
     The lease inherits the reservation's owner and expiry and is acquired at the effective
-    now. Check order: ``out_of_range`` (``now_ns``), ``invalid_record`` (the staging path
-    is not a normalized store path), the guarded sequence, ``duplicate_lease``.
+    now. Check order: ``invalid_record`` (argument types), ``out_of_range`` (``now_ns``),
+    ``invalid_record`` (the staging path is not a normalized store path), the guarded
+    sequence, ``duplicate_lease``.
     Result: the new lease row.
     """
+    error = arguments.begin_staging_arguments(guard, lease_id, staging_path, now_ns)
+    if error is not None:
+        return state, refused(error)
     shape = None
     try:
         check_store_path(staging_path, "staging_path")
@@ -65,7 +69,8 @@ def publish_staged_artifact(
     """Register an independently published artifact from a stage.
 
     The effective now is also clamped to the stage's acquisition time. Check order:
-    ``out_of_range`` (``now_ns``), ``invalid_record`` (an artifact of kind attempt: final
+    ``invalid_record`` (argument types), ``out_of_range`` (``now_ns``), ``invalid_record`` (an
+    artifact of kind attempt: final
     artifacts go through ``commit_finalization``), the guarded sequence, then the stage's
     lease: ``lease_mismatch`` (unknown, another attempt's, or not a staging lease),
     ``lease_released``, ``lease_expired``; then ``registration_conflict``.
@@ -73,6 +78,9 @@ def publish_staged_artifact(
     Commits the artifact (reused when identical), its root under the reservation lease,
     and the release of the staging lease. Result: the artifact id.
     """
+    error = arguments.publish_staged_artifact_arguments(guard, staging_lease_id, artifact, now_ns)
+    if error is not None:
+        return state, refused(error)
     shape = None
     if artifact.kind is ArtifactKind.ATTEMPT:
         shape = refuse(InvalidRecordError, "attempt artifacts are registered by finalization")
