@@ -39,8 +39,8 @@ def begin_staging(
     shape = None
     try:
         check_store_path(staging_path, "staging_path")
-    except InvalidRecordError as error:
-        shape = refuse(InvalidRecordError, error.message)
+    except InvalidRecordError as bad_path:
+        shape = refuse(InvalidRecordError, bad_path.message)
     checked = check_guard(state, guard, now_ns, shape=shape)
     if isinstance(checked, Refusal):
         return state, checked

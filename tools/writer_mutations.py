@@ -1,0 +1,494 @@
+"""Mutation check of the writer's Python source against the default test suite.
+
+The project promises that the writer's rules are pinned by tests: plant a bug a person could
+plausibly write in ``impl/`` (an inclusive expiry, a dropped clamp, a skipped conflict
+check, a swapped guard check, ...) and some test of the default suite fails. This tool keeps
+that promise reproducible, including for the value layer the writer shares with the model
+(``rules``, ``edges``, ``payloads``, ``shapes``), where lockstep is blind and only direct
+tests, vectors or the schema's triggers can see a bug. The mutants are data:
+``tools/writer_mutations.toml`` holds the table of named, surgical edits (each replaces one
+``old`` text, which must occur exactly once in its ``file``, by ``new``; the file's header
+describes its format), and this module is only the driver, which loads and checks the
+table (:data:`MUTANTS`; a malformed file raises :class:`TableError`) and runs it.
+
+It first snapshots the source tree (:data:`TREE`: impl/, model/, crashsim/, conformance/,
+vectors/, tools/, SPEC.md, README.md, pyproject.toml; never .git or .venv) into a temporary
+directory, so every mutant is judged against the same text even while the real tree is being
+edited. For every mutant (and first for the unmutated baseline) it copies the snapshot,
+applies the mutant to the copy and runs the copy's default suite in a subprocess::
+
+    python -m pytest -x -q -p no:cacheprovider -c <copy>/pyproject.toml --rootdir <copy>
+        <copy>/conformance/test_*.py   (fast writer and rule tests first, see ORDER)
+
+with the copy's own pytest configuration (its default markers: slow campaigns stay
+deselected). ``import runstore`` must resolve to the copy, but the editable install's finder
+maps the package onto the real tree. That finder sits at the end of ``sys.meta_path``, so
+the ordinary path finder wins for anything on ``sys.path``: the driver builds a shim
+directory (:func:`build_shim`) in which ``runstore`` is a real directory of symbolic links
+to the copy's impl/ entries, with ``model`` and ``crashsim`` linked to the copy's folders
+(the package-dir map of pyproject.toml), and puts it first on ``PYTHONPATH``. Forked
+crashsim children inherit the imported modules; ``spawn`` workers and the subprocesses
+tests start inherit ``PYTHONPATH``. Before anything runs, :func:`isolation_problem` checks
+that a subprocess and a ``spawn`` child of it import every package from the copy, and that
+a deliberately broken copy fails to import. A mutant is killed when a test fails (a
+timeout counts as killed: the mutant hangs the suite). The real tree is only ever read.
+
+Usage, from the repository root::
+
+    python tools/writer_mutations.py               # all mutants, two at a time
+    python tools/writer_mutations.py --list        # the table, nothing run
+    python tools/writer_mutations.py --only NAME   # a subset (repeatable)
+    python tools/writer_mutations.py --jobs 4      # four at a time
+
+Output: one line per mutant, ``killed NAME -> first failing test``, ``SURVIVED NAME -> ...``,
+``EQUIVALENT NAME -> reason`` (a mutant the table marks ``equivalent`` survived, as
+expected), ``STALE NAME -> why`` (its ``old`` text no longer occurs exactly once, or the
+mutant no longer compiles), ``ERROR`` when pytest itself broke; then ``mutants=N killed=K
+survived=S equivalent=E stale=T seconds=X``. A mutant marked equivalent that a test kills
+is reported as ``killed`` with a note and counted under ``mismarked``. Exit status 1 if
+anything survived, went stale, errored or was mismarked; 2 if the isolation check or the
+baseline run fails.
+
+``conformance/test_writer_mutations.py`` checks the table itself (fast: no mutant runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fnmatch
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = Path(__file__).resolve().with_name("writer_mutations.toml")
+# What the snapshot holds: everything the default suite reads.
+TREE: tuple[str, ...] = ("impl", "model", "crashsim", "conformance", "vectors", "tools")
+TREE += ("SPEC.md", "README.md", "pyproject.toml")
+IGNORED = shutil.ignore_patterns("__pycache__", ".hypothesis", ".pytest_cache", ".typecheck")
+CONFORMANCE = Path("conformance")
+ORDER = (
+    "test_rules*.py",
+    "test_writer_*.py",
+    "test_lockstep.py",
+    "test_model_*.py",
+    "test_vectors.py",
+    "test_records.py",
+    "test_canonical.py",
+    "test_stateful.py",
+    "test_crashsim.py",
+)
+"""Test modules that run first, in this order (fast and close to the writer, so a mutant
+dies early); every other ``test_*.py`` follows in name order."""
+NOT_JUDGES = frozenset({"test_writer_mutations.py"})
+# This table's own checks read impl/ and would fail on every mutant (its old text is gone),
+# killing it for the wrong reason.
+JOBS = 2
+TIMEOUT_SECONDS = 900
+
+TABLE_KEYS = ("families", "mutant")
+FAMILIES_KEYS = ("required", "extra")
+MUTANT_KEYS = ("name", "family", "file", "old", "new")
+OPTIONAL_KEYS = ("equivalent",)
+IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
+SOURCE_FILE = re.compile(r"impl/[a-z0-9_/]+\.py")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    family: str
+    file: str  # a path under impl/, relative to the repository root
+    old: str
+    new: str
+    equivalent: str | None = None  # why it is behaviourally identical, if it is
+
+    def apply(self, source: str) -> str:
+        return source.replace(self.old, self.new, 1)
+
+
+@dataclass(frozen=True)
+class Table:
+    required_families: tuple[str, ...]  # each must have a mutant
+    families: tuple[str, ...]  # required_families, then the extra ones
+    mutants: tuple[Mutant, ...]
+
+
+class TableError(ValueError):
+    """The mutant table file is malformed."""
+
+
+def _keys(where: str, value: object, keys: Sequence[str], optional: Sequence[str] = ()) -> Any:
+    """``value`` as a TOML table holding ``keys`` (and maybe ``optional``), else TableError."""
+    if not isinstance(value, dict):
+        raise TableError(f"{where}: expected a table, found {type(value).__name__}")
+    problems = []
+    if missing := [key for key in keys if key not in value]:
+        problems.append(f"missing key(s) {', '.join(missing)}")
+    if unknown := sorted(set(value) - {*keys, *optional}):
+        known = ", ".join((*keys, *optional))
+        problems.append(f"unknown key(s) {', '.join(unknown)} (known: {known})")
+    if problems:
+        raise TableError(f"{where}: {'; '.join(problems)}")
+    return value
+
+
+def _identifiers(where: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(item, str) and IDENTIFIER.fullmatch(item) for item in value
+    ):
+        raise TableError(f"{where}: expected a list of snake_case names, found {value!r}")
+    return tuple(value)
+
+
+def parse_table(data: dict[str, Any], source: str = "<table>") -> Table:
+    """Check the parsed table file ``data`` (named ``source`` in errors) and build it."""
+    data = _keys(source, data, TABLE_KEYS)
+    families = _keys(f"{source}: [families]", data["families"], FAMILIES_KEYS)
+    required = _identifiers(f"{source}: [families] required", families["required"])
+    known = (*required, *_identifiers(f"{source}: [families] extra", families["extra"]))
+    if not required:
+        raise TableError(f"{source}: [families] required is empty")
+    if twice := sorted({family for family in known if known.count(family) > 1}):
+        raise TableError(f"{source}: [families] lists {', '.join(twice)} more than once")
+    entries = data["mutant"]
+    if not isinstance(entries, list) or not entries:
+        raise TableError(f"{source}: expected a non-empty array of tables [[mutant]]")
+    mutants: list[Mutant] = []
+    seen: dict[str, int] = {}
+    for number, entry in enumerate(entries, start=1):
+        where = f"{source}: [[mutant]] #{number}"
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            where = f"{where} ({entry['name']!r})"
+        fields = _keys(where, entry, MUTANT_KEYS, OPTIONAL_KEYS)
+        if wrong := [key for key in fields if not isinstance(fields[key], str)]:
+            raise TableError(f"{where}: {', '.join(wrong)} must be string(s)")
+        mutant = Mutant(**fields)
+        if not IDENTIFIER.fullmatch(mutant.name):
+            raise TableError(f"{where}: the name must be snake_case")
+        if mutant.name in seen:
+            raise TableError(f"{where}: the name is taken by #{seen[mutant.name]}")
+        if mutant.family not in known:
+            raise TableError(f"{where}: unknown family {mutant.family!r} (see [families])")
+        if not SOURCE_FILE.fullmatch(mutant.file):
+            raise TableError(f"{where}: file must be a .py path under impl/")
+        if not mutant.old:
+            raise TableError(f"{where}: old is empty")
+        if mutant.equivalent is not None and not mutant.equivalent.strip():
+            raise TableError(f"{where}: equivalent must give the reason")
+        seen[mutant.name] = number
+        mutants.append(mutant)
+    return Table(required, known, tuple(mutants))
+
+
+def load_table(path: Path = TABLE) -> Table:
+    """Read and check the table file (:class:`TableError` if it is malformed)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise TableError(f"{path}: not a valid TOML file: {error}") from error
+    return parse_table(data, str(path))
+
+
+_TABLE = load_table()
+REQUIRED_FAMILIES: tuple[str, ...] = _TABLE.required_families
+FAMILIES: tuple[str, ...] = _TABLE.families
+MUTANTS: tuple[Mutant, ...] = _TABLE.mutants
+
+
+# --- the throwaway trees -----------------------------------------------------------------
+
+
+def snapshot(source: Path, target: Path) -> Path:
+    """Copy the :data:`TREE` entries of ``source`` into ``target`` (created); returns it."""
+    target.mkdir(parents=True)
+    for name in TREE:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, target / name, symlinks=True, ignore=IGNORED)
+        elif (source / name).is_file():
+            shutil.copy2(source / name, target / name)
+    return target
+
+
+def build_shim(tree: Path, shim: Path) -> Path:
+    """A ``PYTHONPATH`` directory under which the package-dir map of ``tree``'s
+    pyproject.toml resolves into ``tree``: the top-level package is a real directory of
+    links to its folder's entries, and each subpackage mapped elsewhere a link to its
+    folder. Returns ``shim``."""
+    config = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
+    mapping: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
+    for package, folder in sorted(mapping.items(), key=lambda item: item[0].count(".")):
+        target = shim.joinpath(*package.split("."))
+        if "." in package:  # a subpackage mapped onto its own folder
+            if target.is_symlink() or target.exists():
+                target.unlink()  # a top-level entry of the same name (none today)
+            target.symlink_to(tree / folder, target_is_directory=True)
+            continue
+        target.mkdir(parents=True)
+        for entry in sorted((tree / folder).iterdir()):
+            if entry.name != "__pycache__":
+                (target / entry.name).symlink_to(entry)
+    return shim
+
+
+def environment(shim: Path) -> dict[str, str]:
+    """The subprocess environment: ``shim`` first on PYTHONPATH, no PYTEST_ADDOPTS."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim), env.get("PYTHONPATH")]))
+    return env
+
+
+# Run in the copy's environment: where each package comes from, in this process and in a
+# ``spawn`` child (which re-imports everything), as resolved paths.
+PROBE = """\
+import multiprocessing, os, sys
+
+def where(_=None):
+    import runstore, runstore.model, runstore.crashsim, runstore.schema, runstore.testing
+    import runstore.rules
+    return [os.path.realpath(m.__file__) for m in (runstore, runstore.model,
+            runstore.crashsim, runstore.schema, runstore.testing, runstore.rules)]
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        child = pool.apply(where)
+    print("\\n".join(where() + child))
+"""
+
+
+def isolation_problem(tree: Path, work: Path) -> str | None:
+    """None if a subprocess run as the mutants' are imports every package of ``tree`` from
+    ``tree`` (also in a ``spawn`` child), and a copy whose impl/__init__.py raises fails to
+    import; else what went wrong. ``work`` is an empty scratch directory."""
+    work.mkdir(parents=True, exist_ok=True)
+    shim = build_shim(tree, work / "shim")
+    probe = work / "probe.py"  # a file: a ``spawn`` child re-imports its parent's main module
+    probe.write_text(PROBE, encoding="utf-8")
+    done = _python([str(probe)], tree, environment(shim))
+    paths = done.stdout.split()
+    if done.returncode != 0 or len(paths) != 12:
+        return f"the import probe failed: {(done.stdout + done.stderr).strip()[-400:]}"
+    outside = [path for path in paths if not Path(path).is_relative_to(tree.resolve())]
+    if outside:
+        return f"imported from outside the copy: {', '.join(sorted(set(outside)))}"
+    broken = snapshot(tree, work / "broken")
+    init = broken / "impl" / "__init__.py"
+    init.write_text("raise ImportError('deliberately broken copy')\n", encoding="utf-8")
+    shim = build_shim(broken, work / "broken-shim")
+    done = _python(["-c", "import runstore"], broken, environment(shim))
+    if done.returncode == 0 or "deliberately broken copy" not in done.stderr:
+        return "a deliberately broken copy imported cleanly: the override does not hold"
+    return None
+
+
+def _python(
+    args: Sequence[str], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def judged_tests(tree: Path) -> list[Path]:
+    """The test modules a mutant is judged by, in the order they run (:data:`ORDER`)."""
+    tests = sorted(
+        path for path in (tree / CONFORMANCE).glob("test_*.py") if path.name not in NOT_JUDGES
+    )
+    rank = [
+        next((i for i, pattern in enumerate(ORDER) if fnmatch.fnmatch(p.name, pattern)), len(ORDER))
+        for p in tests
+    ]
+    return [path for _, path in sorted(zip(rank, tests, strict=True), key=lambda x: x[0])]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # "killed", "SURVIVED", "EQUIVALENT", "STALE" or "ERROR"
+    detail: str
+    mismarked: bool = False
+
+
+def stale_reason(mutant: Mutant, tree: Path) -> str | None:
+    """Why ``mutant`` no longer applies to the snapshot ``tree``, or None if it does."""
+    path = tree / mutant.file
+    if not path.is_file():
+        return f"{mutant.file} does not exist"
+    source = path.read_text(encoding="utf-8")
+    if (occurrences := source.count(mutant.old)) != 1:
+        return f"old text occurs {occurrences} times in {mutant.file} (expected exactly once)"
+    if mutant.old == mutant.new:
+        return "new text equals old text"
+    try:
+        compile(mutant.apply(source), mutant.file, "exec")
+    except SyntaxError as error:
+        return f"the mutant does not compile: {error}"
+    return None
+
+
+def first_failure(output: str) -> str | None:
+    """The first FAILED/ERROR test id in pytest's short summary (``-rfE``)."""
+    for line in output.splitlines():
+        for prefix in ("FAILED ", "ERROR "):
+            if line.startswith(prefix):
+                test = line[len(prefix) :].split(" - ", 1)[0].strip()
+                return test.removeprefix(f"{CONFORMANCE.as_posix()}/")
+    return None
+
+
+_RUNNING: set[int] = set()  # the process groups of the suites running now
+_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def stop_all() -> None:
+    """End every running suite's process group and start no more: they run in sessions of
+    their own, so the terminal's interrupt does not reach them."""
+    with _LOCK:
+        _STOPPING.set()
+        for pid in _RUNNING:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def run_tree(base: Path, mutant: Mutant | None) -> tuple[int, str]:
+    """Copy the snapshot ``base``, apply ``mutant`` (None: the baseline), run the copy's
+    default suite. Returns pytest's exit status (-1: timed out) and its output."""
+    with tempfile.TemporaryDirectory(prefix="writer-mutant-") as tmp:
+        tree = snapshot(base, Path(tmp) / "tree")
+        if mutant is not None:
+            path = tree / mutant.file
+            path.write_text(mutant.apply(path.read_text(encoding="utf-8")), encoding="utf-8")
+        shim = build_shim(tree, Path(tmp) / "shim")
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+        command += ["-c", str(tree / "pyproject.toml"), "--rootdir", str(tree), "-rfE"]
+        command += [str(path) for path in judged_tests(tree)]
+        with _LOCK:
+            if _STOPPING.is_set():
+                return -2, "interrupted"
+            # A session of its own, so a timeout ends forked and spawned children too.
+            process = subprocess.Popen(
+                command,
+                cwd=tree,
+                env=environment(shim),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            _RUNNING.add(process.pid)
+        try:
+            output, _ = process.communicate(timeout=TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return -1, f"timed out after {TIMEOUT_SECONDS} s"
+        except BaseException:  # an interrupt: the terminal's signal does not reach it
+            os.killpg(process.pid, signal.SIGKILL)
+            raise
+        finally:
+            with _LOCK:
+                _RUNNING.discard(process.pid)
+        return process.returncode, output
+
+
+def judge(mutant: Mutant, returncode: int, output: str) -> Outcome:
+    failed = first_failure(output)
+    if returncode == 0:
+        if mutant.equivalent is not None:
+            return Outcome("EQUIVALENT", mutant.equivalent)
+        return Outcome("SURVIVED", "every test of the default suite passed")
+    # 1: tests failed; 2: interrupted (e.g. a collection error) after reporting a failure.
+    if returncode == -1 or (returncode in (1, 2) and failed is not None):
+        detail = output if returncode == -1 else str(failed)
+        if mutant.equivalent is not None:
+            return Outcome("killed", f"{detail} (marked equivalent: drop the mark)", True)
+        return Outcome("killed", detail)
+    tail = " | ".join(output.strip().splitlines()[-3:])
+    return Outcome("ERROR", f"pytest exit status {returncode}: {tail}")
+
+
+def select(names: Sequence[str]) -> list[Mutant]:
+    if not names:
+        return list(MUTANTS)
+    known = {mutant.name: mutant for mutant in MUTANTS}
+    if unknown := [name for name in names if name not in known]:
+        raise SystemExit(f"unknown mutant(s): {', '.join(unknown)}")
+    return [known[name] for name in names]
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--only", action="append", default=[], metavar="NAME")
+    parser.add_argument("--list", action="store_true", help="print the table and exit")
+    parser.add_argument("--jobs", type=int, default=JOBS)
+    args = parser.parse_args(argv)
+    mutants = select(args.only)
+    if args.list:
+        for mutant in mutants:
+            mark = "  (equivalent)" if mutant.equivalent is not None else ""
+            out(f"{mutant.family:24} {mutant.name:44} {mutant.file}{mark}")
+        return 0
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="writer-mutations-") as tmp:
+        base = snapshot(ROOT, Path(tmp) / "snapshot")
+        problem = isolation_problem(base, Path(tmp) / "probe")
+        if problem is not None:
+            out(f"isolation FAILED -> {problem}")
+            return 2
+        code, output = run_tree(base, None)
+        if code != 0:
+            failed = first_failure(output) or " | ".join(output.strip().splitlines()[-3:])
+            out(f"baseline FAILED (pytest exit status {code}) -> {failed}")
+            return 2
+        stale = {m.name: why for m in mutants if (why := stale_reason(m, base)) is not None}
+        runnable = [m for m in mutants if m.name not in stale]
+        counts = dict.fromkeys(("killed", "SURVIVED", "EQUIVALENT", "STALE", "ERROR"), 0)
+        mismarked = 0
+        pool = ThreadPoolExecutor(max_workers=max(1, args.jobs))
+        try:
+            results = pool.map(lambda m: judge(m, *run_tree(base, m)), runnable)
+            for mutant in mutants:  # in table order, as each completes
+                reason = stale.get(mutant.name)
+                outcome = next(results) if reason is None else Outcome("STALE", reason)
+                counts[outcome.status] += 1
+                mismarked += outcome.mismarked
+                out(f"{outcome.status} {mutant.name} -> {outcome.detail}")
+        except BaseException:  # an interrupt: leave no suite running behind
+            stop_all()
+            raise
+        finally:
+            pool.shutdown(cancel_futures=True)
+    summary = (
+        f"mutants={len(mutants)} killed={counts['killed']} survived={counts['SURVIVED']} "
+        f"equivalent={counts['EQUIVALENT']} stale={counts['STALE']} "
+        f"seconds={time.monotonic() - started:.1f}"
+    )
+    if counts["ERROR"]:
+        summary += f" errors={counts['ERROR']}"
+    if mismarked:
+        summary += f" mismarked={mismarked}"
+    out(summary)
+    failing = counts["SURVIVED"] + counts["STALE"] + counts["ERROR"] + mismarked
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
