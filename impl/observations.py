@@ -85,8 +85,10 @@ def register_observation(
         raise ClaimRequiredError("selecting needs the slot's finalization claim")
     if select and not observation.valid:
         raise InvalidRecordError("an invalid observation cannot be selected")
-    if existing and not (select and not _selection(connection, observation.slot_id)):
-        return _receipt(connection, guard, observation, False, None), None
+    current = _selection(connection, observation.slot_id)
+    selected = select and current is None
+    if existing and not selected:
+        return _receipt(guard, observation, False, current, None), None
     insert_artifact(connection, artifact)
     if not existing:
         sql.execute(
@@ -113,21 +115,21 @@ def register_observation(
                 "VALUES (?, ?, ?)",
                 (observation.id, role, artifact_id),
             )
-    selected = bool(select) and bool(
+    if selected:
         sql.execute(
             connection,
             "INSERT INTO selected_observations (slot_id, observation_id, valid, selected_at_ns) "
-            "VALUES (?, ?, 1, ?) ON CONFLICT (slot_id) DO NOTHING RETURNING slot_id",
+            "VALUES (?, ?, 1, ?)",
             (observation.slot_id, observation.id, checked.now_ns),
         )
-    )
     payload = payloads.observation_payload(
         observation.id, observation.slot_id, artifact.id, references, not existing, selected
     )
     event = append_event(
         connection, payloads.OBSERVATION_REGISTERED, guard.attempt_id, checked.now_ns, payload
     )
-    return _receipt(connection, guard, observation, selected, event.sequence), event
+    selection = observation.id if selected else current
+    return _receipt(guard, observation, selected, selection, event.sequence), event
 
 
 def _selection(connection: sqlite3.Connection, slot_id: str) -> str | None:
@@ -139,16 +141,16 @@ def _selection(connection: sqlite3.Connection, slot_id: str) -> str | None:
 
 
 def _receipt(
-    connection: sqlite3.Connection,
     guard: OwnedAttempt,
     observation: Observation,
     selected: bool,
+    selection: str | None,
     sequence: int | None,
 ) -> ObservationReceipt:
     return ObservationReceipt(
         attempt=guard,
         observation_id=observation.id,
         selected=selected,
-        selection=_selection(connection, observation.slot_id),
+        selection=selection,
         event_sequence=sequence,
     )
