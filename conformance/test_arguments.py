@@ -57,6 +57,8 @@ from runstore import (
 from runstore import model as m
 from runstore.errors import InvalidRecordError
 from runstore.testing import fixtures as sc
+from runstore.testing.lockstep import ModelRefusal, ModelWriter
+from runstore.testing.publishing import at, files
 from writer_world import EXPIRES, World
 
 # --- the operations' arguments, as data ---------------------------------------------------
@@ -100,6 +102,19 @@ VALID: dict[str, tuple[object, ...]] = {
         NOW,
     ),
     "recover": (NOW,),
+    "publish_artifact": (GUARD, ArtifactKind.DATASET, files(**{"data.bin": b"1"}), at(NOW).fresh()),
+    "publish_finalization": (GUARD, Accepted(), (), files(), at(NOW).fresh()),
+    "check_finalization": (GUARD, Accepted(), (), NOW),
+    "publish_finalization_commit": (
+        GUARD,
+        "stage-lease",
+        Accepted(),
+        sc.artifact(ArtifactKind.ATTEMPT, "final"),
+        (),
+        {},
+        NOW,
+        NOW,
+    ),
 }
 """Well-typed arguments of each operation (the state the model takes first is left out)."""
 
@@ -231,6 +246,18 @@ OBSERVATION_SLOTS = sequence_of(
 ATTEMPT = instance(OwnedAttempt)
 LEASE_REQUEST = instance(LeaseRequest)
 ARTIFACT = instance(ArtifactRegistration)
+OUTCOME = instance(Accepted, Censored, Superseded, Failed)
+KIND = Kind(
+    lambda value: isinstance(value, ArtifactKind),
+    st.sampled_from(list(ArtifactKind)),
+    st.sampled_from([kind.value for kind in ArtifactKind]),
+)
+CALLABLE = Kind(
+    callable,
+    st.sampled_from([files(), at(0).fresh(), lambda path: None]),
+    st.sampled_from([files(), at(0)]).map(attrs.asdict),
+)
+SNAPSHOT = Kind(lambda value: isinstance(value, dict), st.dictionaries(st.text(), st.integers()))
 
 PARAMETERS: dict[str, tuple[tuple[str, Kind], ...]] = {
     "register_slots": (
@@ -283,12 +310,49 @@ PARAMETERS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("now_ns", TIME),
     ),
     "recover": (("t_ns", TIME),),
+    "publish_artifact": (
+        ("attempt", ATTEMPT),
+        ("kind", KIND),
+        ("populate", CALLABLE),
+        ("clock", CALLABLE),
+    ),
+    "publish_finalization": (
+        ("attempt", ATTEMPT),
+        ("outcome", OUTCOME),
+        ("references", REFERENCES),
+        ("populate", CALLABLE),
+        ("clock", CALLABLE),
+    ),
+    "check_finalization": (
+        ("attempt", ATTEMPT),
+        ("outcome", OUTCOME),
+        ("references", REFERENCES),
+        ("now_ns", TIME),
+    ),
+    "publish_finalization_commit": (
+        ("attempt", ATTEMPT),
+        ("staging_lease_id", TEXT),
+        ("outcome", OUTCOME),
+        ("artifact", ARTIFACT),
+        ("references", REFERENCES),
+        ("snapshot", SNAPSHOT),
+        ("finished_at_ns", TIME),
+        ("now_ns", TIME),
+    ),
 }
 """Each operation's parameters in order, with what each accepts."""
 
-MODEL_ONLY = ("begin_staging", "publish_staged_artifact", "recover")
+MODEL_ONLY = (
+    "begin_staging",
+    "publish_staged_artifact",
+    "recover",
+    "check_finalization",
+    "publish_finalization_commit",
+)
 """Model operations that are not (yet) ``RunStore`` methods."""
-WRITERS = [operation for operation in PARAMETERS if operation not in MODEL_ONLY]
+PUBLISHERS = ("publish_artifact", "publish_finalization")
+"""``RunStore`` methods whose model side is ``ModelWriter``'s method of the same name."""
+WRITERS = [op for op in PARAMETERS if op not in MODEL_ONLY and op not in PUBLISHERS]
 """The operations that are ``RunStore`` methods (and model operations of the same name)."""
 
 POSITIONS = [
@@ -517,6 +581,48 @@ def test_store_and_model_refuse_one_ill_typed_argument_end_to_end(
     assert isinstance(result, m.Refusal), result
     assert result.code == "invalid_record", result
     assert names_parameter(result.message, name), result
+
+
+@pytest.mark.parametrize("operation", PUBLISHERS)
+@END_TO_END
+@given(data=st.data())
+def test_publishers_refuse_one_ill_typed_argument_before_anything_exists(
+    world: World, operation: str, data: st.DataObject
+) -> None:
+    """Nothing is created: no database write, no ``artifacts/`` directory, no stage, no
+    recovery lock file; the model's writer refuses with the same code, state unchanged."""
+    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
+    name, kind = PARAMETERS[operation][index]
+    args = replaced(operation, index, data.draw(kind.hostile, label=name))
+    root = Path(world.database_path).parent
+    before, entries = database_bytes(world), sorted(p.name for p in root.iterdir())
+
+    with pytest.raises(RunStoreError) as info:
+        getattr(world.store, operation)(*args)
+    assert info.value.code == "invalid_record", info.value
+    assert names_parameter(info.value.message, name), info.value
+    assert database_bytes(world) == before
+    assert sorted(p.name for p in root.iterdir()) == entries
+
+    writer = ModelWriter(world.model.state)
+    with pytest.raises(ModelRefusal) as refusal:
+        getattr(writer, operation)(*args)
+    assert refusal.value.code == "invalid_record"
+    assert names_parameter(str(refusal.value).removeprefix("invalid_record: "), name)
+    assert writer.state is world.model.state
+
+
+def test_publish_artifact_refuses_the_attempt_kind_before_anything_exists(world: World) -> None:
+    root = Path(world.database_path).parent
+    before, entries = database_bytes(world), sorted(p.name for p in root.iterdir())
+    args = replaced("publish_artifact", 1, ArtifactKind.ATTEMPT)
+    with pytest.raises(RunStoreError) as info:
+        world.store.publish_artifact(*args)
+    assert info.value.code == "invalid_record"
+    assert (database_bytes(world), sorted(p.name for p in root.iterdir())) == (before, entries)
+    with pytest.raises(ModelRefusal) as refusal:
+        ModelWriter(world.model.state).publish_artifact(*args)
+    assert refusal.value.code == "invalid_record"
 
 
 @pytest.mark.parametrize("operation", MODEL_ONLY)

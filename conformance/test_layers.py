@@ -39,6 +39,9 @@ VALUE = (
     "runstore.shapes",
     "runstore.arguments",
     "runstore.attempt_record",
+    "runstore.manifest",
+    "runstore.tree_hash",
+    "runstore.outcome_json",
 )
 """The value layer: values and the leaf rules both the writer and the model call."""
 
@@ -94,6 +97,7 @@ PURE_IMPORTS = frozenset(
         "re",
         "types",
         "typing",
+        "unicodedata",
     }
 )
 """What the pure layers may import from outside the package: no I/O, clock or SQLite."""

@@ -62,4 +62,4 @@ def test_a_refusal_that_changes_the_model_state_breaks_the_contract() -> None:
     writer = ModelWriter(m.ModelState())
     refusal = m.Refusal(code="unknown_slot", message="no such slot")
     with pytest.raises(Diverged):
-        writer._apply((m.ModelState(), refusal))
+        writer.apply((m.ModelState(), refusal))

@@ -36,6 +36,7 @@ from runstore import (
     ClaimDisposition,
     Completion,
     ExecutionKind,
+    Failed,
     FirstAttempt,
     Next,
     OwnedAttempt,
@@ -52,6 +53,8 @@ from runstore.model import (
     begin_finalization,
     begin_staging,
     commit_finalization,
+    content,
+    publish_finalization_commit,
     publish_staged_artifact,
     recover,
     register_observation,
@@ -768,6 +771,52 @@ def renew_earlier_than_claim() -> object:
     t, fixture = world()
     guard = claimed(t, executing(t, reserved(t, fixture)), expires=20_000)
     return t.do(renew, guard=guard, expires_at_ns=15_000, now_ns=1_300)
+
+
+@case("snapshot_changed")
+def publish_a_finalization_whose_snapshot_is_stale() -> object:
+    t, fixture = world()
+    guard = owned(
+        t.do(
+            advance,
+            guard=executing(t, reserved(t, fixture)),
+            phase=AttemptState.FINALIZING,
+            now_ns=1_200,
+        )
+    )
+    t.do(
+        begin_staging,
+        guard=guard,
+        lease_id="stage-0",
+        staging_path="artifacts/.staging-0",
+        now_ns=1_200,
+    )
+    return t.do(
+        publish_finalization_commit,
+        guard=guard,
+        staging_lease_id="stage-0",
+        outcome=Failed(code="crashed", details={}),
+        artifact=artifact(ArtifactKind.ATTEMPT, "final"),
+        references=(),
+        snapshot={"decision": {}},
+        finished_at_ns=1_300,
+        now_ns=1_300,
+    )
+
+
+@case("unsafe_entry")
+def publish_a_tree_holding_a_symbolic_link() -> object:
+    return content.refusal({"data.bin": content.File(b"1"), "link": content.Symlink("data.bin")})
+
+
+@case("unsafe_entry")
+def publish_a_caller_written_manifest() -> object:
+    return content.refusal({"manifest.json": content.File(b"{}")})
+
+
+@case("artifact_corrupt")
+def read_a_manifest_that_is_not_an_object() -> object:
+    return content.manifest_refusal(b"[]")
 
 
 @pytest.mark.parametrize(

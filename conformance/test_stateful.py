@@ -6,10 +6,15 @@ backward clocks, out-of-range times, conflicting registrations, retries past the
 to the pure model and to a real store on disk through two ``RunStore`` handles on one root.
 Each step must give the same result or the same refusal code, and after every step the
 whole durable projection, read through a fresh read-only connection, must equal the model's.
+Publication runs with real files in the store's temporary root (the model reads what the
+callback wrote and hashes it with its own content module), with clocks that step back,
+jump past expiries or leave the range; after every step each registered artifact must be on
+disk at its address and verify against its manifest and tree hash.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -37,6 +42,8 @@ from runstore import (
     Next,
     Observation,
     OwnedAttempt,
+    PublishedArtifact,
+    PublishedFinalization,
     Retry,
     RunStore,
     RunStoreError,
@@ -45,14 +52,17 @@ from runstore import (
     attempts,
     edges,
     finalization,
+    objects,
     payloads,
     sql,
+    staging,
 )
 from runstore import model as m
 from runstore.guard import load_attempt
 from runstore.testing import fixtures as sc
-from runstore.testing.lockstep import ModelWriter, Writer, lockstep
+from runstore.testing.lockstep import ModelWriter, StageTokens, Writer, lockstep
 from runstore.testing.projection import model_projection, store_projection
+from runstore.testing.publishing import ClockScript, Payload
 
 OWNERS = (sc.OWNER, sc.OTHER_OWNER)
 LEASE_IDS = tuple(f"lease-{n}" for n in range(10))
@@ -111,17 +121,42 @@ outcomes = st.one_of(
 )
 
 
+contents = st.builds(
+    lambda first, nested, empty: Payload(
+        files=(("data.bin", bytes([first])),)
+        + ((("sub/é.txt", b"nested"),) if nested else ())
+        + ((("empty", b""),) if empty else ())
+    ),
+    st.integers(0, 2),
+    st.booleans(),
+    st.booleans(),
+)
+hostile_contents = st.sampled_from(
+    [
+        Payload(files=(("data.bin", b"1"),), symlinks=(("link", "data.bin"),)),
+        Payload(files=(("data.bin", b"1"),), directories=("hollow",)),
+        Payload(files=(("manifest.json", b"{}"),)),
+        Payload(files=(("outcome.json", b"{}"),)),
+    ]
+)
+publish_kinds = st.sampled_from(
+    [ArtifactKind.DATASET, ArtifactKind.OBSERVATION, ArtifactKind.RESULT, ArtifactKind.ATTEMPT]
+)
+
+
 class WriterMatchesModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.root = tempfile.mkdtemp(prefix="runstore-lockstep-")
         self.stores = [RunStore.open(self.root), RunStore.open(self.root)]
-        self.model = ModelWriter(m.ModelState())
+        self.tokens = staging.install_token_source(StageTokens())
+        self.model = ModelWriter(m.ModelState(), tokens=StageTokens())
         self.guards: list[OwnedAttempt] = []
         self.clock = 1_000
         self.lease_serial = 0
 
     def teardown(self) -> None:
+        staging.install_token_source(self.tokens)
         for store in self.stores:
             store.close()
         shutil.rmtree(self.root)
@@ -181,6 +216,26 @@ class WriterMatchesModel(RuleBasedStateMachine):
             return attrs.evolve(guard, revision=guard.revision + 1)
         return guard
 
+    def _clock(self, data: st.DataObject) -> ClockScript:
+        """A publisher's clock (four readings): mostly steady from a drawn start; sometimes
+        stepping back, jumping to a lease's expiry after the rename, or leaving the range
+        at one reading."""
+        start = max(0, min(self._now(data), 2**62))
+        shape = data.draw(
+            st.sampled_from(["steady"] * 4 + ["backward", "expiry", "range"]), label="clock"
+        )
+        samples = [start, start + 1, start + 2, start + 3]
+        if shape == "backward":
+            samples = [start, max(0, start - 5), max(0, start - 9), start + 1]
+        elif shape == "expiry":
+            expiries = sorted({lease.expires_at_ns for lease in self.model.state.leases.values()})
+            jump = data.draw(st.sampled_from(expiries or [start + 10_000]), label="jump")
+            samples = [start, start + 1, jump, jump + 1]
+        elif shape == "range":
+            samples[data.draw(st.integers(0, 3), label="position")] = 2**63
+        self.clock = max(self.clock, *(t for t in samples if t < 2**63))
+        return ClockScript(samples=tuple(samples))
+
     def _store(self, data: st.DataObject) -> RunStore:
         return self.stores[data.draw(st.integers(0, 1), label="handle")]
 
@@ -197,6 +252,10 @@ class WriterMatchesModel(RuleBasedStateMachine):
             return None
         if hasattr(result, "state"):
             event(f"reached: {result.state.value}")
+        if isinstance(result, PublishedArtifact):
+            event(f"published: {result.artifact.kind.value}")
+        if isinstance(result, PublishedFinalization):
+            event(f"published: {result.terminal.state.value}")
         return result
 
     def _keep(self, guard: object) -> None:
@@ -339,6 +398,39 @@ class WriterMatchesModel(RuleBasedStateMachine):
             lambda w: w.commit_finalization(guard, outcome, artifact, references, finished, now),
         )
 
+    @rule(
+        data=st.data(),
+        kind=publish_kinds,
+        payload=st.one_of(contents, contents, contents, hostile_contents),
+    )
+    def publish_artifact(self, data: st.DataObject, kind: ArtifactKind, payload: Payload) -> None:
+        if not self.guards:
+            return
+        guard, store, clock = self._guard(data), self._store(data), self._clock(data)
+        self._lockstep(store, lambda w: w.publish_artifact(guard, kind, payload, clock.fresh()))
+
+    @rule(
+        data=st.data(),
+        outcome=outcomes,
+        payload=st.one_of(contents, contents, contents, hostile_contents),
+    )
+    def publish_finalization(self, data: st.DataObject, outcome: Any, payload: Payload) -> None:
+        if not self.guards:
+            return
+        guard, store, clock = self._guard(data), self._store(data), self._clock(data)
+        known = [*sorted(self.model.state.artifacts), "run-store-v1:other-" + "0" * 64]
+        references = data.draw(
+            st.lists(
+                st.tuples(st.sampled_from(["dataset", "final", ""]), st.sampled_from(known)),
+                max_size=2,
+            ),
+            label="references",
+        )
+        self._lockstep(
+            store,
+            lambda w: w.publish_finalization(guard, outcome, references, payload, clock.fresh()),
+        )
+
     @rule(data=st.data())
     def a_second_acceptance_is_refused_by_the_schema(self, data: st.DataObject) -> None:
         """A rogue writer that skips every writer check (it runs the writer's own history
@@ -436,6 +528,16 @@ class WriterMatchesModel(RuleBasedStateMachine):
                     ),
                 )
                 guard = receipt and receipt.attempt
+            elif data.draw(st.booleans(), label="publish the outcome"):
+                script = ClockScript(samples=(now,))
+                self._lockstep(
+                    store,
+                    lambda w, g=guard, c=script: w.publish_finalization(
+                        g, outcome, [], Payload(files=(("log", b"done"),)), c.fresh()
+                    ),
+                )
+                self.clock += 4
+                return
             else:
                 final = artifact(ArtifactKind.ATTEMPT, 20 + self.clock % 7)
                 self._lockstep(
@@ -460,6 +562,19 @@ class WriterMatchesModel(RuleBasedStateMachine):
     def durable_projection_equals_the_model(self) -> None:
         database = self.stores[0].database_path
         assert store_projection(database) == model_projection(self.model.state)
+
+    @invariant()
+    def every_published_artifact_verifies_at_its_address(self) -> None:
+        """Registrations the rules made up (no directory) are skipped; an artifact the
+        publisher registered must be on disk, complete and at its content address."""
+        for registration in self.model.state.artifacts.values():
+            path = f"{self.root}/{registration.path}"
+            if not os.path.isdir(path):
+                continue
+            event("published artifact verified")
+            completed = objects.verify(path, sync=False)
+            assert completed.tree_sha256 == registration.content_sha256
+            assert completed.manifest_sha256 == registration.manifest_sha256
 
 
 TestWriterMatchesModel = WriterMatchesModel.TestCase

@@ -58,7 +58,13 @@ from runstore.testing.script import GUARDED, Call
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "vectors"
 REGEN_SCRIPT = ROOT / "tools" / "regen"
-OWNED = ("canonical_json.json", "identities.json", "events.json")
+OWNED = (
+    "canonical_json.json",
+    "identities.json",
+    "events.json",
+    "content.json",
+    "outcomes.json",
+)
 
 
 def load_regen() -> ModuleType:
@@ -284,6 +290,8 @@ def read_vectors(name: str) -> dict[str, Any]:
 CANONICAL = read_vectors("canonical_json.json")
 IDENTITIES = read_vectors("identities.json")
 EVENTS = read_vectors("events.json")
+CONTENT = read_vectors("content.json")
+OUTCOMES = read_vectors("outcomes.json")
 
 
 def cases(document: dict[str, Any], section: str) -> pytest.MarkDecorator:
@@ -670,7 +678,9 @@ def nesting(value: Any) -> int:
     return 0
 
 
-@pytest.mark.parametrize("document", [CANONICAL, IDENTITIES, EVENTS], ids=list(OWNED))
+@pytest.mark.parametrize(
+    "document", [CANONICAL, IDENTITIES, EVENTS, CONTENT, OUTCOMES], ids=list(OWNED)
+)
 def test_vector_file_layout(document: dict[str, Any]) -> None:
     assert document["format_version"] == 1
     assert nesting(document) < 128

@@ -40,6 +40,8 @@ from runstore.receipts import (
     CommittedEvent,
     ObservationReceipt,
     OwnedAttempt,
+    PublishedArtifact,
+    PublishedFinalization,
     TerminalAttempt,
 )
 from runstore.records import (
@@ -111,6 +113,8 @@ __all__ = [
     "ObservationSlot",
     "ObservationSlotKind",
     "OwnedAttempt",
+    "PublishedArtifact",
+    "PublishedFinalization",
     "ResolvedRun",
     "Retry",
     "RetryAuthorization",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final
 
-from runstore.enums import AttemptState
+from runstore.enums import ArtifactKind, AttemptState
 from runstore.errors import InvalidRecordError, RunStoreError
 from runstore.receipts import OwnedAttempt
 from runstore.records import (
@@ -40,6 +40,7 @@ from runstore.requests import (
     Retry,
     Superseded,
 )
+from runstore.rules import range_refusal
 
 
 def _refusal(name: str, expected: str, value: object, received: str = "") -> RunStoreError:
@@ -236,6 +237,93 @@ def publish_staged_artifact_arguments(
     )
 
 
+def _callable(name: str, value: object) -> RunStoreError | None:
+    return None if callable(value) else _refusal(name, "callable", value)
+
+
+def publish_artifact_arguments(
+    attempt: object, kind: object, populate: object, clock: object
+) -> RunStoreError | None:
+    """``publish_artifact``: an ``OwnedAttempt``, an ``ArtifactKind``, two callables."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _instance("kind", kind, ArtifactKind),
+        _callable("populate", populate),
+        _callable("clock", clock),
+    )
+
+
+def publish_kind_refusal(kind: ArtifactKind) -> RunStoreError | None:
+    """``publish_artifact`` publishes every kind but ``attempt`` (final artifacts are
+    published by ``publish_finalization``): ``invalid_record``, checked right after the
+    argument types."""
+    if kind is ArtifactKind.ATTEMPT:
+        return InvalidRecordError("attempt artifacts are published by publish_finalization")
+    return None
+
+
+def publish_finalization_arguments(
+    attempt: object, outcome: object, references: object, populate: object, clock: object
+) -> RunStoreError | None:
+    """``publish_finalization``: an ``OwnedAttempt``, an outcome, references, two
+    callables."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _instance("outcome", outcome, Accepted, Censored, Superseded, Failed),
+        _items("references", references, _reference),
+        _callable("populate", populate),
+        _callable("clock", clock),
+    )
+
+
+def clock_sample(value: object) -> RunStoreError | None:
+    """A publisher's clock sample: an ``int`` that is not a ``bool`` (``invalid_record``),
+    in 0..2^63-1 (``out_of_range``)."""
+    refusal = _time("clock()", value)
+    if refusal is not None:
+        return refusal
+    assert isinstance(value, int)
+    return range_refusal(ns=[("clock()", value)])
+
+
+def check_finalization_arguments(
+    attempt: object, outcome: object, references: object, now_ns: object
+) -> RunStoreError | None:
+    """The model's ``check_finalization``: an ``OwnedAttempt``, an outcome, references,
+    a time."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _instance("outcome", outcome, Accepted, Censored, Superseded, Failed),
+        _items("references", references, _reference),
+        _time("now_ns", now_ns),
+    )
+
+
+def publish_finalization_commit_arguments(
+    attempt: object,
+    staging_lease_id: object,
+    outcome: object,
+    artifact: object,
+    references: object,
+    snapshot: object,
+    finished_at_ns: object,
+    now_ns: object,
+) -> RunStoreError | None:
+    """The model's ``publish_finalization`` (the publisher's final transaction): the
+    arguments of ``commit_finalization`` plus the stage's lease id and the document's
+    snapshot (a dict)."""
+    return _first(
+        _instance("attempt", attempt, OwnedAttempt),
+        _text("staging_lease_id", staging_lease_id),
+        _instance("outcome", outcome, Accepted, Censored, Superseded, Failed),
+        _instance("artifact", artifact, ArtifactRegistration),
+        _items("references", references, _reference),
+        _instance("snapshot", snapshot, dict),
+        _time("finished_at_ns", finished_at_ns),
+        _time("now_ns", now_ns),
+    )
+
+
 def recover_arguments(t_ns: object) -> RunStoreError | None:
     """The model's ``recover`` and ``recoverable``: a time."""
     return _time("t_ns", t_ns)
@@ -254,6 +342,10 @@ OPERATIONS: Final[Mapping[str, Callable[..., RunStoreError | None]]] = MappingPr
         "begin_staging": begin_staging_arguments,
         "publish_staged_artifact": publish_staged_artifact_arguments,
         "recover": recover_arguments,
+        "publish_artifact": publish_artifact_arguments,
+        "publish_finalization": publish_finalization_arguments,
+        "check_finalization": check_finalization_arguments,
+        "publish_finalization_commit": publish_finalization_commit_arguments,
     }
 )
 """Operation name -> its argument check, for the tests."""

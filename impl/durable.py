@@ -96,6 +96,15 @@ def mkdir(path: str, mode: int = 0o700) -> None:
     _after("mkdir", path)
 
 
+def create_directory(path: str, mode: int = 0o700) -> None:
+    """Create one directory without syncing its parent: the caller syncs the parent with
+    :func:`fsync_dir` as its own step, so a crash between the two is its own boundary.
+    Refuses an existing entry (FileExistsError)."""
+    _before("create_directory", path)
+    os.mkdir(path, mode)
+    _after("create_directory", path)
+
+
 def unlink(path: str) -> None:
     """Remove a file (not a directory) and fsync its parent."""
     _before("unlink", path)

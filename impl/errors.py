@@ -261,3 +261,35 @@ class OutcomeNotPermittedError(RunStoreError):
     contender may commit only ``Superseded``, and only a superseded contender may."""
 
     code = "outcome_not_permitted"
+
+
+# --- publication -------------------------------------------------------------------------
+
+
+class UnsafeEntryError(RunStoreError):
+    """A directory being published holds an entry the publisher refuses: a symbolic link,
+    a special file, an empty directory, a name that is not safe and normalized, or a
+    runtime-owned file (``manifest.json``, ``outcome.json``) the caller wrote."""
+
+    code = "unsafe_entry"
+
+
+class DestinationConflictError(RunStoreError):
+    """The content address already holds something that is not the identical complete
+    object (empty, incomplete, changed or conflicting); nothing was replaced."""
+
+    code = "destination_conflict"
+
+
+class ArtifactCorruptError(RunStoreError):
+    """A completed object does not verify: its manifest, inventory, sizes, content digests
+    or tree hash differ from what they must be (or a file changed while it was read)."""
+
+    code = "artifact_corrupt"
+
+
+class SnapshotChangedError(RunStoreError):
+    """The records the outcome document's snapshot describes changed before the final
+    transaction; the published outcome no longer describes the committed state."""
+
+    code = "snapshot_changed"

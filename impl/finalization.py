@@ -32,6 +32,7 @@ from runstore.errors import (
     InvalidRecordError,
     OwnerMismatchError,
     RegistrationConflictError,
+    RunStoreError,
     UnknownArtifactError,
 )
 from runstore.guard import AttemptRecord, check_guard
@@ -176,6 +177,25 @@ def commit_finalization(
     shape = None
     if artifact.kind is not ArtifactKind.ATTEMPT:
         shape = InvalidRecordError("the final artifact must be of kind attempt")
+    attempt, finished, now = check_commit(
+        connection, guard, outcome, artifact, references, finished_at_ns, now_ns, shape
+    )
+    return finish(connection, attempt, finished, now, outcome, artifact, references)
+
+
+def check_commit(
+    connection: sqlite3.Connection,
+    guard: OwnedAttempt,
+    outcome: TerminalOutcome,
+    artifact: ArtifactRegistration,
+    references: Sequence[tuple[str, str]],
+    finished_at_ns: int,
+    now_ns: int,
+    shape: RunStoreError | None,
+) -> tuple[AttemptRecord, int, int]:
+    """:func:`commit_finalization`'s checks after its artifact-kind check (``shape``), in
+    its order; returns the attempt, the effective finish time and the effective commit
+    time."""
     checked = check_guard(
         connection,
         guard,
@@ -185,6 +205,26 @@ def commit_finalization(
         not_before_ns=finished_at_ns,
     )
     attempt = checked.attempt
+    check_finishing(connection, attempt, outcome)
+    if artifact_conflicts(connection, artifact):
+        raise RegistrationConflictError(f"artifact {artifact.id} is registered with other digests")
+    if sql.execute(
+        connection, "SELECT 1 FROM attempts WHERE final_artifact_id = ?", (artifact.id,)
+    ):
+        raise RegistrationConflictError(f"artifact {artifact.id} is another attempt's final one")
+    for role, artifact_id in references:
+        if artifact_id != artifact.id and not artifact_exists(connection, artifact_id):
+            raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
+    finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)
+    return attempt, finished, checked.now_ns
+
+
+def check_finishing(
+    connection: sqlite3.Connection, attempt: AttemptRecord, outcome: TerminalOutcome
+) -> None:
+    """Whether ``attempt`` may finish with ``outcome`` now: illegal_transition (not
+    finalizing), the outcome against how it entered finalizing (claim_required /
+    outcome_not_permitted), acceptance_unsatisfied for Accepted."""
     if attempt.state is not AttemptState.FINALIZING:
         raise IllegalTransitionError(f"attempt is {attempt.state.value}, not finalizing")
     refusal = rules.outcome_refusal(
@@ -198,17 +238,6 @@ def commit_finalization(
         unsatisfied = acceptance_refusal(connection, attempt)
         if unsatisfied is not None:
             raise AcceptanceUnsatisfiedError(unsatisfied)
-    if artifact_conflicts(connection, artifact):
-        raise RegistrationConflictError(f"artifact {artifact.id} is registered with other digests")
-    if sql.execute(
-        connection, "SELECT 1 FROM attempts WHERE final_artifact_id = ?", (artifact.id,)
-    ):
-        raise RegistrationConflictError(f"artifact {artifact.id} is another attempt's final one")
-    for role, artifact_id in references:
-        if artifact_id != artifact.id and not artifact_exists(connection, artifact_id):
-            raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
-    finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)
-    return finish(connection, attempt, finished, checked.now_ns, outcome, artifact, references)
 
 
 def finish(

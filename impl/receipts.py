@@ -12,6 +12,7 @@ import attrs
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.errors import IdentityMismatchError, InvalidRecordError, OutOfRangeError
 from runstore.identity import ATTEMPT, ATTEMPT_SLOT, check_index, check_typed_id, run_attempt_id
+from runstore.records import ArtifactRegistration
 from runstore.requests import LeaseRequest
 from runstore.validation import boolean, index, member, ns, optional_text, text
 
@@ -135,3 +136,27 @@ class CommittedEvent:
     at_ns: int
     payload: bytes
     """The canonical JSON bytes stored in ``events.payload_json``."""
+
+
+@attrs.frozen(kw_only=True)
+class PublishedArtifact:
+    """Receipt of ``publish_artifact``, returned only after its final commit: the
+    unchanged guard and the registration of the published, verified object (the artifact
+    is rooted under the attempt's reservation lease)."""
+
+    attempt: OwnedAttempt = attrs.field(validator=attrs.validators.instance_of(OwnedAttempt))
+    artifact: ArtifactRegistration = attrs.field(
+        validator=attrs.validators.instance_of(ArtifactRegistration)
+    )
+
+
+@attrs.frozen(kw_only=True)
+class PublishedFinalization:
+    """Receipt of ``publish_finalization``, returned only after its final commit: the
+    terminal receipt and the registration of the published attempt artifact (whose
+    ``outcome.json`` is the canonical outcome document)."""
+
+    terminal: TerminalAttempt = attrs.field(validator=attrs.validators.instance_of(TerminalAttempt))
+    artifact: ArtifactRegistration = attrs.field(
+        validator=attrs.validators.instance_of(ArtifactRegistration)
+    )

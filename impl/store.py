@@ -23,12 +23,13 @@ from runstore import (
     leases,
     observations,
     probes,
+    publication,
     registration,
     schema_check,
     sql,
     store_root,
 )
-from runstore.enums import AttemptState
+from runstore.enums import ArtifactKind, AttemptState
 from runstore.errors import (
     DatabaseError,
     DurabilityError,
@@ -37,11 +38,14 @@ from runstore.errors import (
     UnknownSchemaVersionError,
     UnversionedDatabaseError,
 )
+from runstore.publication import Clock, Populate
 from runstore.receipts import (
     ClaimDisposition,
     CommittedEvent,
     ObservationReceipt,
     OwnedAttempt,
+    PublishedArtifact,
+    PublishedFinalization,
     TerminalAttempt,
 )
 from runstore.records import (
@@ -282,6 +286,43 @@ class RunStore:
                     c, attempt, outcome, artifact, references, finished_at_ns, now_ns
                 )
             )
+        )
+
+    # --- transactional publication ----------------------------------------------------------
+    # Several short transactions each, none open while ``populate`` runs or files are
+    # hashed, synced or renamed; the receipt only after the final commit (SPEC.md 11).
+
+    def publish_artifact(
+        self, attempt: OwnedAttempt, kind: ArtifactKind, populate: Populate, clock: Clock
+    ) -> PublishedArtifact:
+        """Publish an independent artifact: ``populate(path)`` writes the complete payload
+        under its private ``path`` and returns with every writer closed; the runtime
+        verifies the inventory, writes ``manifest.json``, syncs and renames the object to
+        ``artifacts/<kind>-<tree sha256>`` (or verifies the identical object already
+        there), then registers it, roots it under the reservation lease and releases the
+        stage, together. ``clock()`` returns the current epoch nanoseconds."""
+        _raise(arguments.publish_artifact_arguments(attempt, kind, populate, clock))
+        _raise(arguments.publish_kind_refusal(kind))
+        self._require_connection()
+        return publication.publish_artifact(self._root, self._write, attempt, kind, populate, clock)
+
+    def publish_finalization(
+        self,
+        attempt: OwnedAttempt,
+        outcome: TerminalOutcome,
+        references: Sequence[tuple[str, str]],
+        populate: Populate,
+        clock: Clock,
+    ) -> PublishedFinalization:
+        """Publish the finalizing attempt's artifact with the runtime's canonical
+        ``outcome.json`` (``populate`` may add logs and validated documents) and commit the
+        terminal outcome with it, as ``commit_finalization`` does."""
+        _raise(
+            arguments.publish_finalization_arguments(attempt, outcome, references, populate, clock)
+        )
+        self._require_connection()
+        return publication.publish_finalization(
+            self._root, self._write, attempt, outcome, references, populate, clock
         )
 
     def _write(

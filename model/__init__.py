@@ -12,7 +12,9 @@ Modules, each paired by name with the writer module of the same concept: ``state
 and the state value), ``guard`` (the shared check order), ``registration``, ``attempts``
 (reserve, advance), ``leases`` (renew), ``events`` (history rows), ``artifacts``,
 ``observations`` (register and select), ``finalization`` (claims, the terminal commit),
-``publication`` (staging leases and staged artifacts) and ``recovery``. What is *not*
+``publication`` (staging leases, staged artifacts and the publisher's finalization
+steps), ``content`` (manifests and tree hashes over in-memory trees),
+``outcome_document`` and ``recovery``. What is *not*
 shared with the writer, on purpose, is the composition: the order of checks and the state
 changes of each operation, which the lockstep tests compare with the writer's SQL.
 """
@@ -24,10 +26,15 @@ from runstore.model.attempts import advance, reserve
 from runstore.model.finalization import acceptance_refusal, begin_finalization, commit_finalization
 from runstore.model.leases import renew
 from runstore.model.observations import register_observation
-from runstore.model.publication import begin_staging, publish_staged_artifact
+from runstore.model.publication import (
+    begin_staging,
+    check_finalization,
+    publish_finalization_commit,
+    publish_staged_artifact,
+)
 from runstore.model.recovery import Recoverable, recover, recoverable
 from runstore.model.registration import register_one_shot, register_slots
-from runstore.model.state import ModelState, Refusal
+from runstore.model.state import LeaseRow, ModelState, Refusal, refused
 from runstore.requests import INTERRUPTED_ATTEMPT
 
 MODEL_REFUSAL_CODES: frozenset[str] = frozenset(
@@ -56,6 +63,9 @@ MODEL_REFUSAL_CODES: frozenset[str] = frozenset(
         errors.ExpiryNotAfterNowError,
         errors.RenewalShortensError,
         errors.OutcomeNotPermittedError,
+        errors.SnapshotChangedError,
+        errors.UnsafeEntryError,
+        errors.ArtifactCorruptError,
     )
 )
 """Every refusal code a model operation can return."""
@@ -63,6 +73,7 @@ MODEL_REFUSAL_CODES: frozenset[str] = frozenset(
 __all__ = [
     "INTERRUPTED_ATTEMPT",
     "MODEL_REFUSAL_CODES",
+    "LeaseRow",
     "ModelState",
     "Recoverable",
     "Refusal",
@@ -70,10 +81,13 @@ __all__ = [
     "advance",
     "begin_finalization",
     "begin_staging",
+    "check_finalization",
     "commit_finalization",
+    "publish_finalization_commit",
     "publish_staged_artifact",
     "recover",
     "recoverable",
+    "refused",
     "register_observation",
     "register_one_shot",
     "register_slots",

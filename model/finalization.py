@@ -271,6 +271,27 @@ def commit_finalization(
         shape = refuse(InvalidRecordError, "the final artifact must be of kind attempt")
     if shape is None and (error := references_refusal(references)) is not None:
         shape = refused(error)
+    checked = check_commit(
+        state, guard, outcome, artifact, references, finished_at_ns, now_ns, shape
+    )
+    if isinstance(checked, Refusal):
+        return state, checked
+    attempt, finished, now = checked
+    return finish(state, attempt, finished, now, outcome, artifact, references)
+
+
+def check_commit(
+    state: ModelState,
+    guard: OwnedAttempt,
+    outcome: TerminalOutcome,
+    artifact: ArtifactRegistration,
+    references: Sequence[tuple[str, str]],
+    finished_at_ns: int,
+    now_ns: int,
+    shape: Refusal | None,
+) -> tuple[AttemptRow, int, int] | Refusal:
+    """:func:`commit_finalization`'s checks after its shape checks (``shape``), in its
+    order; returns the attempt, the effective finish time and the effective commit time."""
     checked = check_guard(
         state,
         guard,
@@ -280,32 +301,40 @@ def commit_finalization(
         not_before_ns=finished_at_ns,
     )
     if isinstance(checked, Refusal):
-        return state, checked
+        return checked
     attempt = checked.attempt
-    if attempt.state is not AttemptState.FINALIZING:
-        return state, refuse(
-            IllegalTransitionError, f"attempt is {attempt.state.value}, not finalizing"
+    unfinishable = finishing_refusal(state, attempt, outcome)
+    if unfinishable is not None:
+        return unfinishable
+    registered = with_artifact(state, artifact)
+    if isinstance(registered, Refusal):
+        return registered
+    if any(row.final_artifact_id == artifact.id for row in state.attempts.values()):
+        return refuse(
+            RegistrationConflictError, f"artifact {artifact.id} is another attempt's final one"
         )
+    for role, artifact_id in references:
+        if artifact_id not in registered.artifacts:
+            return refuse(UnknownArtifactError, f"{role} artifact {artifact_id} is unknown")
+    finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)
+    return attempt, finished, checked.now_ns
+
+
+def finishing_refusal(
+    state: ModelState, attempt: AttemptRow, outcome: TerminalOutcome
+) -> Refusal | None:
+    """Whether ``attempt`` may finish with ``outcome`` now: ``illegal_transition`` (not
+    finalizing), :func:`runstore.rules.outcome_refusal` against how it entered finalizing,
+    and for ``Accepted`` :func:`acceptance_refusal`."""
+    if attempt.state is not AttemptState.FINALIZING:
+        return refuse(IllegalTransitionError, f"attempt is {attempt.state.value}, not finalizing")
     error = rules.outcome_refusal(
         finalizing_decision(state, attempt),
         isinstance(outcome, Accepted),
         isinstance(outcome, Superseded),
     )
     if error is not None:
-        return state, refused(error)
+        return refused(error)
     if isinstance(outcome, Accepted):
-        unsatisfied = acceptance_refusal(state, attempt)
-        if unsatisfied is not None:
-            return state, unsatisfied
-    registered = with_artifact(state, artifact)
-    if isinstance(registered, Refusal):
-        return state, registered
-    if any(row.final_artifact_id == artifact.id for row in state.attempts.values()):
-        return state, refuse(
-            RegistrationConflictError, f"artifact {artifact.id} is another attempt's final one"
-        )
-    for role, artifact_id in references:
-        if artifact_id not in registered.artifacts:
-            return state, refuse(UnknownArtifactError, f"{role} artifact {artifact_id} is unknown")
-    finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)
-    return finish(state, attempt, finished, checked.now_ns, outcome, artifact, references)
+        return acceptance_refusal(state, attempt)
+    return None

@@ -10,15 +10,28 @@ hashing, renames) is outside the model: the caller hands in the verified registr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 from runstore import arguments, rules
+from runstore.canonical import JSON
 from runstore.enums import ArtifactKind, LeasePurpose
-from runstore.errors import DuplicateLeaseError, InvalidRecordError, LeaseMismatchError
+from runstore.errors import (
+    DuplicateLeaseError,
+    InvalidRecordError,
+    LeaseMismatchError,
+    SnapshotChangedError,
+    UnknownArtifactError,
+)
+from runstore.model import outcome_document
 from runstore.model.artifacts import with_artifact
+from runstore.model.finalization import check_commit, finish, finishing_refusal
 from runstore.model.guard import check_guard
 from runstore.model.state import LeaseRow, ModelState, Refusal, put, refuse, refused
-from runstore.receipts import OwnedAttempt
+from runstore.receipts import OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
+from runstore.requests import TerminalOutcome
+from runstore.shapes import references_refusal
 from runstore.validation import check_store_path
 
 
@@ -88,17 +101,11 @@ def publish_staged_artifact(
     if isinstance(checked, Refusal):
         return state, checked
     stage = state.leases.get(staging_lease_id)
-    if stage is None or (stage.attempt_id, stage.purpose) != (
-        checked.attempt.id,
-        LeasePurpose.STAGING,
-    ):
-        return state, refuse(LeaseMismatchError, f"{staging_lease_id} is not this attempt's stage")
+    stale = stage_refusal(stage, checked.attempt.id, staging_lease_id, checked.now_ns)
+    if stale is not None:
+        return state, stale
+    assert stage is not None
     now = rules.effective_now(checked.now_ns, stage.acquired_at_ns)
-    error = rules.lease_refusal(
-        "the staging lease", stage.expires_at_ns, stage.released_at_ns is not None, now
-    )
-    if error is not None:
-        return state, refused(error)
     registered = with_artifact(state, artifact)
     if isinstance(registered, Refusal):
         return state, registered
@@ -108,3 +115,103 @@ def publish_staged_artifact(
         leased_artifacts=registered.leased_artifacts | {(checked.reservation.id, artifact.id)},
     )
     return new_state, artifact.id
+
+
+def stage_refusal(
+    stage: LeaseRow | None, attempt_id: str, staging_lease_id: str, now_ns: int
+) -> Refusal | None:
+    """The stage's lease at ``now_ns`` (clamped up to its acquisition): ``lease_mismatch``
+    (unknown, another attempt's, or not a staging lease), ``lease_released``,
+    ``lease_expired``."""
+    if stage is None or (stage.attempt_id, stage.purpose) != (attempt_id, LeasePurpose.STAGING):
+        return refuse(LeaseMismatchError, f"{staging_lease_id} is not this attempt's stage")
+    now = rules.effective_now(now_ns, stage.acquired_at_ns)
+    error = rules.lease_refusal(
+        "the staging lease", stage.expires_at_ns, stage.released_at_ns is not None, now
+    )
+    return None if error is None else refused(error)
+
+
+def check_finalization(
+    state: ModelState,
+    guard: OwnedAttempt,
+    outcome: TerminalOutcome,
+    references: Sequence[tuple[str, str]],
+    now_ns: int,
+) -> tuple[ModelState, int | Refusal]:
+    """The publisher's check before it writes ``outcome.json`` (``publish_finalization``;
+    commits nothing). ``now_ns`` is the finish-time sample, already clamped by the
+    publisher up to its stage's acquisition.
+
+    Check order: ``invalid_record`` (argument types), ``out_of_range``, ``invalid_record``
+    (:func:`references_refusal`), the guarded sequence, then
+    :func:`~runstore.model.finalization.finishing_refusal` (``illegal_transition``,
+    ``claim_required`` / ``outcome_not_permitted``, ``acceptance_unsatisfied``), then
+    ``unknown_artifact`` for a reference naming no registered artifact.
+    Result: the effective finish time (also clamped up to the preceding transition).
+    """
+    error = arguments.check_finalization_arguments(guard, outcome, references, now_ns)
+    if error is not None:
+        return state, refused(error)
+    error = references_refusal(references)
+    checked = check_guard(state, guard, now_ns, shape=None if error is None else refused(error))
+    if isinstance(checked, Refusal):
+        return state, checked
+    unfinishable = finishing_refusal(state, checked.attempt, outcome)
+    if unfinishable is not None:
+        return state, unfinishable
+    for role, artifact_id in references:
+        if artifact_id not in state.artifacts:
+            return state, refuse(UnknownArtifactError, f"{role} artifact {artifact_id} is unknown")
+    return state, checked.now_ns
+
+
+def publish_finalization_commit(
+    state: ModelState,
+    guard: OwnedAttempt,
+    staging_lease_id: str,
+    outcome: TerminalOutcome,
+    artifact: ArtifactRegistration,
+    references: Sequence[tuple[str, str]],
+    snapshot: dict[str, JSON],
+    finished_at_ns: int,
+    now_ns: int,
+) -> tuple[ModelState, TerminalAttempt | Refusal]:
+    """The publisher's final transaction for ``publish_finalization``: commit the terminal
+    outcome whose published artifact was staged under ``staging_lease_id``.
+
+    Check order: ``invalid_record`` (argument types; then the artifact is not of kind
+    attempt; then :func:`references_refusal`), then
+    :func:`~runstore.model.finalization.check_commit` (``out_of_range``, the guarded
+    sequence at the commit time, the outcome's checks, ``registration_conflict``,
+    ``unknown_artifact``), then the stage's lease (:func:`stage_refusal`), then
+    ``snapshot_changed`` when ``snapshot`` (the one written into the outcome document)
+    is no longer what :func:`runstore.model.outcome_document.snapshot` gives.
+
+    Commits as :func:`~runstore.model.finalization.finish` (which also releases the stage's
+    lease with the attempt's others). Result: the terminal receipt.
+    """
+    error = arguments.publish_finalization_commit_arguments(
+        guard, staging_lease_id, outcome, artifact, references, snapshot, finished_at_ns, now_ns
+    )
+    if error is not None:
+        return state, refused(error)
+    shape = None
+    if artifact.kind is not ArtifactKind.ATTEMPT:
+        shape = refuse(InvalidRecordError, "the final artifact must be of kind attempt")
+    if shape is None and (error := references_refusal(references)) is not None:
+        shape = refused(error)
+    checked = check_commit(
+        state, guard, outcome, artifact, references, finished_at_ns, now_ns, shape
+    )
+    if isinstance(checked, Refusal):
+        return state, checked
+    attempt, finished, now = checked
+    stale = stage_refusal(state.leases.get(staging_lease_id), attempt.id, staging_lease_id, now)
+    if stale is not None:
+        return state, stale
+    if outcome_document.snapshot(state, attempt.id, outcome) != snapshot:
+        return state, refuse(
+            SnapshotChangedError, "the records the outcome's snapshot describes have changed"
+        )
+    return finish(state, attempt, finished, now, outcome, artifact, references)

@@ -16,9 +16,16 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from runstore import model as m
-from runstore.enums import AttemptState
+from runstore.enums import ArtifactKind, AttemptState
 from runstore.errors import RunStoreError
-from runstore.receipts import ClaimDisposition, ObservationReceipt, OwnedAttempt, TerminalAttempt
+from runstore.receipts import (
+    ClaimDisposition,
+    ObservationReceipt,
+    OwnedAttempt,
+    PublishedArtifact,
+    PublishedFinalization,
+    TerminalAttempt,
+)
 from runstore.records import (
     ApplicabilityDecision,
     ArtifactRegistration,
@@ -30,6 +37,8 @@ from runstore.records import (
 from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
 
 T = TypeVar("T")
+Clock = Callable[[], int]
+Populate = Callable[[str], object]
 
 
 class Writer(Protocol):
@@ -83,6 +92,19 @@ class Writer(Protocol):
         now_ns: int,
     ) -> TerminalAttempt: ...
 
+    def publish_artifact(
+        self, attempt: OwnedAttempt, kind: ArtifactKind, populate: Populate, clock: Clock
+    ) -> PublishedArtifact: ...
+
+    def publish_finalization(
+        self,
+        attempt: OwnedAttempt,
+        outcome: TerminalOutcome,
+        references: Sequence[tuple[str, str]],
+        populate: Populate,
+        clock: Clock,
+    ) -> PublishedFinalization: ...
+
 
 class Diverged(Exception):
     """The store and the model disagreed, or the model broke its own contract."""
@@ -99,15 +121,24 @@ class ModelRefusal(Exception):
 class ModelWriter:
     """The pure model behind the :class:`Writer` interface; ``state`` is the current state."""
 
-    def __init__(self, state: m.ModelState) -> None:
+    def __init__(self, state: m.ModelState, tokens: Callable[[], str] | None = None) -> None:
         self.state = state
+        self.trail: list[m.ModelState] = []
+        """Every state this writer moved to, in order: a publication commits several
+        transactions, and a crash between them leaves one of these intermediate states."""
+        self.tokens = tokens if tokens is not None else StageTokens()
+        """Where the model's stage tokens come from (the store's come from the seam
+        :func:`runstore.staging.install_token_source`); two fresh :class:`StageTokens`
+        counters keep the two in step."""
 
-    def _apply(self, step: tuple[m.ModelState, T | m.Refusal]) -> T:
+    def apply(self, step: tuple[m.ModelState, T | m.Refusal]) -> T:
         new_state, result = step
         if isinstance(result, m.Refusal):
             if new_state is not self.state:
                 raise Diverged(f"the model refused ({result.code}) but changed its state")
             raise ModelRefusal(result)
+        if new_state is not self.state:
+            self.trail.append(new_state)
         self.state = new_state
         return result
 
@@ -118,7 +149,7 @@ class ModelWriter:
         attempt_slot: AttemptSlot,
         observation_slots: Sequence[ObservationSlot],
     ) -> str:
-        return self._apply(
+        return self.apply(
             m.register_slots(self.state, candidate, run, attempt_slot, observation_slots)
         )
 
@@ -129,25 +160,25 @@ class ModelWriter:
         attempt_slot: AttemptSlot,
         observation_slot: ObservationSlot,
     ) -> str:
-        return self._apply(
+        return self.apply(
             m.register_one_shot(self.state, candidate, run, attempt_slot, observation_slot)
         )
 
     def reserve(
         self, slot_id: str, authorization: RetryAuthorization, lease: LeaseRequest, now_ns: int
     ) -> OwnedAttempt:
-        return self._apply(m.reserve(self.state, slot_id, authorization, lease, now_ns))
+        return self.apply(m.reserve(self.state, slot_id, authorization, lease, now_ns))
 
     def advance(self, attempt: OwnedAttempt, phase: AttemptState, now_ns: int) -> OwnedAttempt:
-        return self._apply(m.advance(self.state, attempt, phase, now_ns))
+        return self.apply(m.advance(self.state, attempt, phase, now_ns))
 
     def renew(self, attempt: OwnedAttempt, expires_at_ns: int, now_ns: int) -> OwnedAttempt:
-        return self._apply(m.renew(self.state, attempt, expires_at_ns, now_ns))
+        return self.apply(m.renew(self.state, attempt, expires_at_ns, now_ns))
 
     def begin_finalization(
         self, attempt: OwnedAttempt, lease: LeaseRequest, now_ns: int
     ) -> ClaimDisposition:
-        return self._apply(m.begin_finalization(self.state, attempt, lease, now_ns))
+        return self.apply(m.begin_finalization(self.state, attempt, lease, now_ns))
 
     def register_observation(
         self,
@@ -158,7 +189,7 @@ class ModelWriter:
         select: bool,
         now_ns: int,
     ) -> ObservationReceipt:
-        return self._apply(
+        return self.apply(
             m.register_observation(
                 self.state, attempt, observation, artifact, references, select, now_ns
             )
@@ -173,11 +204,45 @@ class ModelWriter:
         finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt:
-        return self._apply(
+        return self.apply(
             m.commit_finalization(
                 self.state, attempt, outcome, artifact, references, finished_at_ns, now_ns
             )
         )
+
+    def publish_artifact(
+        self, attempt: OwnedAttempt, kind: ArtifactKind, populate: Populate, clock: Clock
+    ) -> PublishedArtifact:
+        from runstore.testing import model_publisher
+
+        return model_publisher.publish_artifact(self, attempt, kind, populate, clock)
+
+    def publish_finalization(
+        self,
+        attempt: OwnedAttempt,
+        outcome: TerminalOutcome,
+        references: Sequence[tuple[str, str]],
+        populate: Populate,
+        clock: Clock,
+    ) -> PublishedFinalization:
+        from runstore.testing import model_publisher
+
+        return model_publisher.publish_finalization(
+            self, attempt, outcome, references, populate, clock
+        )
+
+
+class StageTokens:
+    """Deterministic stage tokens for tests: ``00…01``, ``00…02``, ... (32 hex digits),
+    or from ``start``."""
+
+    def __init__(self, start: int = 1) -> None:
+        self._next = start
+
+    def __call__(self) -> str:
+        token = f"{self._next:032x}"
+        self._next += 1
+        return token
 
 
 Outcome = tuple[str, object]

@@ -17,8 +17,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import attrs
-from runstore.enums import AttemptState
-from runstore.receipts import ClaimDisposition, ObservationReceipt, OwnedAttempt
+from runstore.enums import ArtifactKind, AttemptState
+from runstore.receipts import (
+    ClaimDisposition,
+    ObservationReceipt,
+    OwnedAttempt,
+    PublishedArtifact,
+)
 from runstore.records import (
     ApplicabilityDecision,
     ArtifactRegistration,
@@ -29,12 +34,21 @@ from runstore.records import (
 )
 from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
 from runstore.testing.lockstep import ModelWriter, Writer, lockstep
+from runstore.testing.publishing import ClockScript, Payload
 
 Context = dict[str, OwnedAttempt]
 """Handle -> the latest guard of that attempt."""
 
 GUARDED: Final = frozenset(
-    {"advance", "renew", "begin_finalization", "register_observation", "commit_finalization"}
+    {
+        "advance",
+        "renew",
+        "begin_finalization",
+        "register_observation",
+        "commit_finalization",
+        "publish_artifact",
+        "publish_finalization",
+    }
 )
 """The operations whose first argument is a guard (``attempt``), taken from the context."""
 
@@ -60,17 +74,23 @@ class Call:
         """Make the call on ``writer`` with the handle's guard from ``context``; returns
         its result and leaves ``context`` as it was."""
         method = getattr(writer, self.operation)
+        arguments = {
+            name: value.fresh() if isinstance(value, ClockScript) else value
+            for name, value in self.arguments.items()
+        }
         if self.operation in GUARDED:
             assert self.attempt is not None
-            return method(attempt=context[self.attempt], **self.arguments)
-        return method(**self.arguments)
+            return method(attempt=context[self.attempt], **arguments)
+        return method(**arguments)
 
     def keep(self, result: object, context: Context) -> None:
         """Keep the guard ``result`` carries (directly, or in a claim disposition or an
         observation receipt) as the
         handle's latest guard."""
         guard = (
-            result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
+            result.attempt
+            if isinstance(result, ClaimDisposition | ObservationReceipt | PublishedArtifact)
+            else result
         )
         if self.attempt is not None and isinstance(guard, OwnedAttempt):
             context[self.attempt] = guard
@@ -218,5 +238,46 @@ def commit_finalization(
         name or f"commit_finalization {attempt} {outcome.state.value}",
         "commit_finalization",
         {**arguments, "now_ns": now_ns},
+        attempt,
+    )
+
+
+def publish_artifact(
+    attempt: str,
+    kind: ArtifactKind,
+    populate: Payload,
+    clock: ClockScript,
+    *,
+    name: str | None = None,
+) -> Call:
+    """Publish an independent artifact that ``populate`` writes, sampling ``clock`` (a
+    fresh clock per play)."""
+    return Call(
+        name or f"publish_artifact {attempt} {kind.value}",
+        "publish_artifact",
+        {"kind": kind, "populate": populate, "clock": clock},
+        attempt,
+    )
+
+
+def publish_finalization(
+    attempt: str,
+    outcome: TerminalOutcome,
+    references: Sequence[tuple[str, str]],
+    populate: Payload,
+    clock: ClockScript,
+    *,
+    name: str | None = None,
+) -> Call:
+    """Publish the attempt's final artifact and commit ``outcome``."""
+    return Call(
+        name or f"publish_finalization {attempt} {outcome.state.value}",
+        "publish_finalization",
+        {
+            "outcome": outcome,
+            "references": tuple(references),
+            "populate": populate,
+            "clock": clock,
+        },
         attempt,
     )

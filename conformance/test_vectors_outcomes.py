@@ -1,0 +1,333 @@
+"""The outcome document vectors (``vectors/outcomes.json``, SPEC.md section 13): the
+committed file is what ``tools/vectorgen/outcomes.py`` builds, and, reading only the file,
+each case's operations replayed on a fresh real store and on the model leave its attempt in
+a state where both builders give exactly ``outcome_hex``.
+
+The second half reads the file as another implementation would (its operations are written
+like ``events.json``'s, see vectors/README.md); it uses none of the generator's cases or
+helpers. The store's builder runs after the store is closed, on a plain ``sqlite3``
+connection inside ``BEGIN``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runstore import (
+    Accepted,
+    ApplicabilityDecision,
+    ArtifactRegistration,
+    AttemptSlot,
+    AttemptState,
+    Censored,
+    ClaimDisposition,
+    Failed,
+    FirstAttempt,
+    LeaseRequest,
+    Next,
+    Observation,
+    ObservationReceipt,
+    ObservationSlot,
+    OwnedAttempt,
+    ResolvedRun,
+    Retry,
+    RetryAuthorization,
+    RunStore,
+    Superseded,
+    TerminalAttempt,
+    TerminalOutcome,
+)
+from runstore import model as m
+from runstore import outcome_document as store_builder
+from runstore.canonical import decode, encode, ns_from_json
+from runstore.model import outcome_document as model_builder
+from runstore.testing.lockstep import ModelWriter, Writer
+
+ROOT = Path(__file__).resolve().parents[1]
+FILE = ROOT / "vectors" / "outcomes.json"
+TERMINAL = {"accepted", "censored", "failed", "superseded"}
+
+
+def generator() -> Any:
+    """``tools/vectorgen/outcomes.py`` (``tools/`` is not a package: put it on the path)."""
+    tools = str(ROOT / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    from vectorgen import outcomes
+
+    return outcomes
+
+
+def test_the_committed_file_is_what_the_generator_builds() -> None:
+    assert FILE.read_text(encoding="utf-8") == generator().build(), (
+        "vectors/outcomes.json is stale: regenerate it"
+    )
+
+
+# --- reading only the file --------------------------------------------------------------------
+
+
+def read() -> dict[str, Any]:
+    data = FILE.read_bytes()
+    data.decode("ascii")  # the vector files are ASCII
+    document = json.loads(data)
+    assert isinstance(document, dict)
+    return document
+
+
+VECTORS = read()
+CASES = VECTORS["outcomes"]
+
+
+def lease_of(document: dict[str, Any]) -> LeaseRequest:
+    return LeaseRequest(
+        lease_id=document["lease_id"],
+        owner_token=document["owner_token"],
+        expires_at_ns=ns_from_json(document["expires_at_ns"]),
+    )
+
+
+def authorization_of(document: dict[str, Any]) -> RetryAuthorization:
+    if document["kind"] == "first_attempt":
+        return FirstAttempt()
+    if document["kind"] == "next":
+        return Next(retry=document["retry"])
+    assert document["kind"] == "retry"
+    return Retry(next_index=document["next_index"], max_index=document["max_index"])
+
+
+def outcome_of(document: dict[str, Any]) -> TerminalOutcome:
+    state = document["state"]
+    if state == "failed":
+        return Failed(code=document["code"], details=document["details"])
+    if state == "censored":
+        return Censored(reason=document["reason"])
+    if state == "superseded":
+        return Superseded()
+    assert state == "accepted"
+    return Accepted()
+
+
+def pairs(references: list[list[str]]) -> list[tuple[str, str]]:
+    return [(role, artifact_id) for role, artifact_id in references]
+
+
+def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
+    """Apply one operation; a guarded one's ``attempt_id`` names the latest guard."""
+    name, a = operation["operation"], operation["arguments"]
+    if name == "register_slots":
+        return writer.register_slots(
+            ApplicabilityDecision.from_json(a["candidate"]),
+            ResolvedRun.from_json(a["run"]),
+            AttemptSlot.from_json(a["attempt_slot"]),
+            [ObservationSlot.from_json(slot) for slot in a["observation_slots"]],
+        )
+    if name == "register_one_shot":
+        return writer.register_one_shot(
+            ApplicabilityDecision.from_json(a["candidate"]),
+            ResolvedRun.from_json(a["run"]),
+            AttemptSlot.from_json(a["attempt_slot"]),
+            ObservationSlot.from_json(a["observation_slot"]),
+        )
+    now_ns = ns_from_json(a["now_ns"])
+    if name == "reserve":
+        authorization = authorization_of(a["authorization"])
+        return writer.reserve(a["slot_id"], authorization, lease_of(a["lease"]), now_ns)
+    guard = guards[a["attempt_id"]]
+    if name == "advance":
+        return writer.advance(guard, AttemptState(a["phase"]), now_ns)
+    if name == "begin_finalization":
+        return writer.begin_finalization(guard, lease_of(a["lease"]), now_ns)
+    if name == "register_observation":
+        return writer.register_observation(
+            guard,
+            Observation.from_json(a["observation"]),
+            ArtifactRegistration.from_json(a["artifact"]),
+            pairs(a["references"]),
+            a["select"],
+            now_ns,
+        )
+    assert name == "commit_finalization"
+    return writer.commit_finalization(
+        guard,
+        outcome_of(a["outcome"]),
+        ArtifactRegistration.from_json(a["artifact"]),
+        pairs(a["references"]),
+        ns_from_json(a["finished_at_ns"]),
+        now_ns,
+    )
+
+
+def result_document(result: object) -> dict[str, Any]:
+    if isinstance(result, str):
+        return {"slot_id": result}
+    if isinstance(result, ClaimDisposition):
+        return {**result_document(result.attempt), "claimed": result.claimed}
+    if isinstance(result, ObservationReceipt):
+        return {
+            **result_document(result.attempt),
+            "observation_id": result.observation_id,
+            "selected": result.selected,
+            "selection": result.selection,
+            "event_sequence": result.event_sequence,
+        }
+    if isinstance(result, OwnedAttempt):
+        return {
+            "attempt_id": result.attempt_id,
+            "retry_index": result.retry_index,
+            "state": result.state.value,
+            "revision": result.revision,
+            "claimed": result.claim_lease_id is not None,
+        }
+    assert isinstance(result, TerminalAttempt)
+    return {
+        "attempt_id": result.attempt_id,
+        "retry_index": result.retry_index,
+        "state": result.state.value,
+        "revision": result.revision,
+        "finished_at_ns": str(result.finished_at_ns),
+        "event_sequence": result.event_sequence,
+    }
+
+
+def play(writer: Writer, case: dict[str, Any], events: list[int]) -> None:
+    """Replay the case's operations, checking each result and its event sequences
+    (``events`` grows with each committed event's sequence)."""
+    guards: dict[str, OwnedAttempt] = {}
+    for operation in case["operations"]:
+        before = len(events)
+        result = replay(writer, operation, guards)
+        assert result_document(result) == operation["result"], operation["name"]
+        assert events[before:] == operation["event_sequences"], operation["name"]
+        guard = (
+            result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
+        )
+        if isinstance(guard, OwnedAttempt):
+            guards[guard.attempt_id] = guard
+
+
+def arguments(case: dict[str, Any]) -> tuple[str, TerminalOutcome, list[tuple[str, str]], int]:
+    return (
+        case["attempt_id"],
+        outcome_of(case["outcome"]),
+        pairs(case["references"]),
+        ns_from_json(case["finished_at_ns"]),
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
+def test_the_store_builds_the_pinned_bytes(case: dict[str, Any], tmp_path: Path) -> None:
+    sequences: list[int] = []
+    with RunStore.open(tmp_path) as store:
+        store.subscribe(lambda event: sequences.append(event.sequence))
+        play(store, case, sequences)
+        database_path = store.database_path
+    connection = sqlite3.connect(database_path, isolation_level=None)
+    try:
+        connection.execute("BEGIN")
+        document = store_builder.outcome_document(connection, *arguments(case))
+        connection.execute("ROLLBACK")
+    finally:
+        connection.close()
+    assert document.hex() == case["outcome_hex"]
+
+
+class CountingModel(ModelWriter):
+    """The model writer, with the sequences of the events each call appended."""
+
+    def __init__(self, sequences: list[int]) -> None:
+        super().__init__(m.ModelState())
+        self.sequences = sequences
+
+    def apply(self, step: Any) -> Any:
+        before = len(self.state.events)
+        result = super().apply(step)
+        self.sequences.extend(row.sequence for row in self.state.events[before:])
+        return result
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
+def test_the_model_builds_the_pinned_bytes(case: dict[str, Any]) -> None:
+    sequences: list[int] = []
+    model = CountingModel(sequences)
+    play(model, case, sequences)
+    document = model_builder.outcome_document(model.state, *arguments(case))
+    assert document.hex() == case["outcome_hex"]
+
+
+# --- the file's layout and what its cases cover ---------------------------------------------
+
+
+def test_the_file_layout() -> None:
+    assert VECTORS["format_version"] == 1
+    assert isinstance(VECTORS["format"], str) and isinstance(VECTORS["generator"], str)
+    names = [case["name"] for case in CASES]
+    assert names and len(set(names)) == len(names)
+    keys = {
+        "name",
+        "operations",
+        "attempt_id",
+        "outcome",
+        "references",
+        "finished_at_ns",
+        "outcome_hex",
+        "outcome_utf8",
+    }
+    assert all(set(case) == keys for case in CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
+def test_each_document_states_its_case(case: dict[str, Any]) -> None:
+    data = bytes.fromhex(case["outcome_hex"])
+    assert case["outcome_utf8"].encode("utf-8") == data
+    document = decode(data)
+    assert isinstance(document, dict) and encode(document) == data
+    assert document["run_store_version"] == 1
+    assert document["attempt"]["id"] == case["attempt_id"]
+    assert document["finished_at_ns"] == case["finished_at_ns"]
+    given = case["outcome"]
+    expected = {"state": given["state"]}
+    if given["state"] == "failed":
+        expected |= {"failure_code": given["code"], "details": given["details"]}
+    if given["state"] == "censored":
+        expected["reason"] = given["reason"]
+    assert document["outcome"] == expected
+    roles = [(d["role"], d["artifact"]["id"]) for d in document["dependencies"]]
+    wanted = sorted(pairs(case["references"]), key=lambda r: (r[0].encode(), r[1].encode()))
+    assert roles == wanted
+    snapshot = document["snapshot"]
+    assert ("selected_observations" in snapshot) == (given["state"] in {"accepted", "censored"})
+
+
+def test_the_cases_cover_every_outcome_and_non_ascii() -> None:
+    states = {case["outcome"]["state"] for case in CASES}
+    assert states == TERMINAL
+    roles = [role for case in CASES for role, _ in case["references"]]
+    assert any(not role.isascii() for role in roles)
+    assert any(
+        not case["outcome_utf8"].isascii() and case["outcome"]["state"] == "censored"
+        for case in CASES
+    )
+    failed = [case for case in CASES if case["outcome"]["state"] == "failed"]
+    assert any(
+        isinstance(v, dict | list) for case in failed for v in case["outcome"]["details"].values()
+    )
+    censored = [
+        decode(bytes.fromhex(c["outcome_hex"]))
+        for c in CASES
+        if c["outcome"]["state"] == "censored"
+    ]
+    # one censored case binds a selection produced by another attempt
+    assert any(
+        isinstance(d, dict)
+        and any(
+            e["observation"]["attempt_id"] != d["attempt"]["id"]
+            for e in d["snapshot"]["selected_observations"]
+        )
+        for d in censored
+    )

@@ -1,0 +1,227 @@
+"""Stages: the private, locked directories in which the publisher builds an object, and the
+store-wide recovery lock publishers share while they create and register one.
+
+Rules of this file: filesystem only (no SQL). Every durability step goes through
+:mod:`runstore.durable`, one syscall per step, so each has its own crash boundary. A stage
+is ``artifacts/.staging-<token>/`` (mode 0700) beside the completed objects, holding the
+lock file ``lock`` (exclusively flocked by its publisher from creation until after the
+final commit) and the payload directory ``object/``, which becomes the published object by
+a no-replace rename. ``.run-store-recovery.lock`` in the store root is created durably once
+and never deleted; publishers hold it shared from stage creation until the stage's lease is
+committed, recovery holds it exclusively. The stage token comes from :func:`new_token`,
+which tests may replace through :func:`install_token_source` (never in production).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import secrets
+import stat
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+from runstore import durable
+from runstore.errors import BusyError, DurabilityError, UnsafePathError
+
+ARTIFACTS_DIR: Final = "artifacts"
+STAGE_PREFIX: Final = ".staging-"
+STAGE_LOCK_NAME: Final = "lock"
+OBJECT_NAME: Final = "object"
+RECOVERY_LOCK_NAME: Final = ".run-store-recovery.lock"
+RECOVERY_LOCK_TIMEOUT_S: Final = 5.0
+
+_log = logging.getLogger("runstore.staging")
+
+
+def _random_token() -> str:
+    return secrets.token_hex(16)
+
+
+_token_source: Callable[[], str] = _random_token
+
+
+def install_token_source(source: Callable[[], str] | None) -> Callable[[], str]:
+    """Test hook: make stage tokens come from ``source`` (None restores random tokens);
+    returns the previous source. Deterministic tokens let a crash campaign's copies and
+    the model name the same stages and leases."""
+    global _token_source
+    previous, _token_source = _token_source, source or _random_token
+    return previous
+
+
+def new_token() -> str:
+    """A fresh stage token (32 lowercase hex digits in production)."""
+    return _token_source()
+
+
+def lease_id_for(token: str) -> str:
+    """The staging lease id of the stage with ``token``."""
+    return f"staging-{token}"
+
+
+def store_path_for(token: str) -> str:
+    """The store-relative path of the stage with ``token``."""
+    return f"{ARTIFACTS_DIR}/{STAGE_PREFIX}{token}"
+
+
+def _sync_failed(step: str, exc: OSError) -> DurabilityError:
+    return DurabilityError(f"{step} failed: {exc}")
+
+
+def artifacts_directory(root: str) -> str:
+    """``<root>/artifacts``, created (and the root synced) when missing; refused when it is
+    a symbolic link or not a directory."""
+    path = os.path.join(root, ARTIFACTS_DIR)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is None:
+        try:
+            durable.create_directory(path, 0o755)
+        except FileExistsError:
+            return artifacts_directory(root)
+        except OSError as exc:
+            raise _sync_failed(f"creating {path}", exc) from exc
+        try:
+            durable.fsync_dir(root)
+        except OSError as exc:
+            raise _sync_failed(f"syncing {root}", exc) from exc
+        return path
+    if not stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode):
+        raise UnsafePathError(f"{path} is not a directory")
+    return path
+
+
+class RecoveryLock:
+    """``.run-store-recovery.lock`` held shared (publishers) or exclusive (recovery) with a
+    flock, waiting at most :data:`RECOVERY_LOCK_TIMEOUT_S` (else ``busy``). The file is
+    created once (file and root synced) and never deleted."""
+
+    def __init__(self, root: str, *, exclusive: bool, timeout: float = RECOVERY_LOCK_TIMEOUT_S):
+        self._root = root
+        self._path = os.path.join(root, RECOVERY_LOCK_NAME)
+        self._exclusive = exclusive
+        self._timeout = timeout
+        self._fd: int | None = None
+
+    def _open(self) -> int:
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self._path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise UnsafePathError(f"cannot create {self._path}: {exc}") from exc
+        else:
+            try:
+                durable.fsync_fd(fd, self._path)
+                durable.fsync_dir(self._root)
+            except OSError as exc:
+                os.close(fd)
+                raise _sync_failed(f"creating {RECOVERY_LOCK_NAME}", exc) from exc
+            return fd
+        try:
+            fd = os.open(self._path, flags)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePathError(f"{RECOVERY_LOCK_NAME} is a symbolic link") from exc
+            raise UnsafePathError(f"cannot open {self._path}: {exc}") from exc
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UnsafePathError(f"{RECOVERY_LOCK_NAME} is not a regular file")
+        return fd
+
+    def __enter__(self) -> RecoveryLock:
+        fd = self._open()
+        try:
+            taken = durable.flock(fd, self._path, exclusive=self._exclusive, timeout=self._timeout)
+        except OSError as exc:
+            os.close(fd)
+            raise _sync_failed(f"locking {RECOVERY_LOCK_NAME}", exc) from exc
+        if not taken:
+            os.close(fd)
+            raise BusyError(f"{RECOVERY_LOCK_NAME} is held by recovery")
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing releases the flock
+
+
+@attrs.define
+class Stage:
+    """A created stage whose lock this process holds (until :meth:`unlock`)."""
+
+    token: str
+    path: str
+    """The absolute stage directory."""
+    lock_fd: int | None
+
+    @property
+    def lease_id(self) -> str:
+        return lease_id_for(self.token)
+
+    @property
+    def store_path(self) -> str:
+        return store_path_for(self.token)
+
+    @property
+    def object_path(self) -> str:
+        return os.path.join(self.path, OBJECT_NAME)
+
+    def unlock(self) -> None:
+        """Release the stage's lock (closing its descriptor). Idempotent."""
+        fd, self.lock_fd = self.lock_fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def create_stage(root: str) -> Stage:
+    """Create ``artifacts/.staging-<token>/`` (0700) with its locked ``lock`` file and an
+    empty ``object/``, then sync the stage directory and ``artifacts/``. The caller holds
+    the recovery lock shared. On failure nothing of the stage is left behind (best effort)
+    and the error is raised (``durability_failed``)."""
+    parent = artifacts_directory(root)
+    token = new_token()
+    path = os.path.join(parent, STAGE_PREFIX + token)
+    stage = Stage(token=token, path=path, lock_fd=None)
+    try:
+        durable.create_directory(path, 0o700)
+    except OSError as exc:
+        raise _sync_failed(f"creating the stage {path}", exc) from exc
+    try:
+        lock_path = os.path.join(path, STAGE_LOCK_NAME)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        stage.lock_fd = os.open(lock_path, flags, 0o600)
+        if not durable.flock(stage.lock_fd, lock_path, exclusive=True):
+            raise OSError(errno.EAGAIN, "the new stage's lock is held elsewhere", lock_path)
+        durable.create_directory(stage.object_path, 0o700)
+        durable.fsync_dir(path)
+        durable.fsync_dir(parent)
+    except OSError as exc:
+        remove_stage(stage)
+        raise _sync_failed(f"creating the stage {path}", exc) from exc
+    except BaseException:
+        remove_stage(stage)
+        raise
+    return stage
+
+
+def remove_stage(stage: Stage) -> bool:
+    """Best effort: remove the stage's directory tree (syncing ``artifacts/``) while still
+    holding its lock, then release the lock. Returns whether the tree is gone; a failure
+    is logged, never raised (a leftover stage is recovery's to quarantine)."""
+    try:
+        durable.remove_tree(stage.path)
+        return True
+    except OSError as exc:
+        _log.warning("could not remove the stage %s: %s", stage.path, exc)
+        return False
+    finally:
+        stage.unlock()
