@@ -98,14 +98,15 @@ def artifacts_directory(root: str) -> str:
 
 class RecoveryLock:
     """``.run-store-recovery.lock`` held shared (publishers) or exclusive (recovery) with a
-    flock, waiting at most :data:`RECOVERY_LOCK_TIMEOUT_S` (else ``busy``). The file is
+    flock, waiting at most ``timeout`` seconds (default: :data:`RECOVERY_LOCK_TIMEOUT_S`,
+    read when the lock is made) else ``busy``. The file is
     created once (file and root synced) and never deleted."""
 
-    def __init__(self, root: str, *, exclusive: bool, timeout: float = RECOVERY_LOCK_TIMEOUT_S):
+    def __init__(self, root: str, *, exclusive: bool, timeout: float | None = None):
         self._root = root
         self._path = os.path.join(root, RECOVERY_LOCK_NAME)
         self._exclusive = exclusive
-        self._timeout = timeout
+        self._timeout = RECOVERY_LOCK_TIMEOUT_S if timeout is None else timeout
         self._fd: int | None = None
 
     def _open(self) -> int:
