@@ -216,20 +216,27 @@ class WriterMatchesModel(RuleBasedStateMachine):
             return attrs.evolve(guard, revision=guard.revision + 1)
         return guard
 
-    def _clock(self, data: st.DataObject) -> ClockScript:
+    def _clock(self, data: st.DataObject, guard: OwnedAttempt) -> ClockScript:
         """A publisher's clock (four readings): mostly steady from a drawn start; sometimes
-        stepping back, jumping to a lease's expiry after the rename, or leaving the range
-        at one reading."""
+        stepping back, jumping after the rename to (or just before) the guard's own
+        reservation expiry or another lease's, or leaving the range at one reading."""
         start = max(0, min(self._now(data), 2**62))
         shape = data.draw(
-            st.sampled_from(["steady"] * 4 + ["backward", "expiry", "range"]), label="clock"
+            st.sampled_from(["steady"] * 3 + ["backward", "expiry", "expiry", "range"]),
+            label="clock",
         )
         samples = [start, start + 1, start + 2, start + 3]
         if shape == "backward":
             samples = [start, max(0, start - 5), max(0, start - 9), start + 1]
         elif shape == "expiry":
+            own = [
+                lease.expires_at_ns
+                for lease in self.model.state.leases.values()
+                if lease.id == guard.lease_id
+            ]
             expiries = sorted({lease.expires_at_ns for lease in self.model.state.leases.values()})
-            jump = data.draw(st.sampled_from(expiries or [start + 10_000]), label="jump")
+            jump = data.draw(st.sampled_from(own * 3 + expiries or [start + 10_000]), label="jump")
+            jump = max(0, jump - data.draw(st.sampled_from([0, 0, 1]), label="before"))
             samples = [start, start + 1, jump, jump + 1]
         elif shape == "range":
             samples[data.draw(st.integers(0, 3), label="position")] = 2**63
@@ -406,7 +413,8 @@ class WriterMatchesModel(RuleBasedStateMachine):
     def publish_artifact(self, data: st.DataObject, kind: ArtifactKind, payload: Payload) -> None:
         if not self.guards:
             return
-        guard, store, clock = self._guard(data), self._store(data), self._clock(data)
+        guard, store = self._guard(data), self._store(data)
+        clock = self._clock(data, guard)
         self._lockstep(store, lambda w: w.publish_artifact(guard, kind, payload, clock.fresh()))
 
     @rule(
@@ -417,7 +425,8 @@ class WriterMatchesModel(RuleBasedStateMachine):
     def publish_finalization(self, data: st.DataObject, outcome: Any, payload: Payload) -> None:
         if not self.guards:
             return
-        guard, store, clock = self._guard(data), self._store(data), self._clock(data)
+        guard, store = self._guard(data), self._store(data)
+        clock = self._clock(data, guard)
         known = [*sorted(self.model.state.artifacts), "run-store-v1:other-" + "0" * 64]
         references = data.draw(
             st.lists(

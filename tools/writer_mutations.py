@@ -39,6 +39,8 @@ Usage, from the repository root::
     python tools/writer_mutations.py --list        # the table, nothing run
     python tools/writer_mutations.py --only NAME   # a subset (repeatable)
     python tools/writer_mutations.py --jobs 4      # four at a time
+    python tools/writer_mutations.py --only NAME --tests 'test_stateful.py' --show
+                                                   # judged by some modules, reports shown
 
 Output: one line per mutant, ``killed NAME -> first failing test``, ``SURVIVED NAME -> ...``,
 ``EQUIVALENT NAME -> reason`` (a mutant the table marks ``equivalent`` survived, as
@@ -302,10 +304,14 @@ def _python(
     )
 
 
-def judged_tests(tree: Path) -> list[Path]:
-    """The test modules a mutant is judged by, in the order they run (:data:`ORDER`)."""
+def judged_tests(tree: Path, only: Sequence[str] = ()) -> list[Path]:
+    """The test modules a mutant is judged by, in the order they run (:data:`ORDER`);
+    with ``only`` (file name patterns), just the modules matching one of them."""
     tests = sorted(
-        path for path in (tree / CONFORMANCE).glob("test_*.py") if path.name not in NOT_JUDGES
+        path
+        for path in (tree / CONFORMANCE).glob("test_*.py")
+        if path.name not in NOT_JUDGES
+        and (not only or any(fnmatch.fnmatch(path.name, pattern) for pattern in only))
     )
     rank = [
         next((i for i, pattern in enumerate(ORDER) if fnmatch.fnmatch(p.name, pattern)), len(ORDER))
@@ -363,9 +369,10 @@ def stop_all() -> None:
                 os.killpg(pid, signal.SIGKILL)
 
 
-def run_tree(base: Path, mutant: Mutant | None) -> tuple[int, str]:
+def run_tree(base: Path, mutant: Mutant | None, only: Sequence[str] = ()) -> tuple[int, str]:
     """Copy the snapshot ``base``, apply ``mutant`` (None: the baseline), run the copy's
-    default suite. Returns pytest's exit status (-1: timed out) and its output."""
+    default suite (or its modules matching ``only``). Returns pytest's exit status (-1:
+    timed out) and its output."""
     with tempfile.TemporaryDirectory(prefix="writer-mutant-") as tmp:
         tree = snapshot(base, Path(tmp) / "tree")
         if mutant is not None:
@@ -374,7 +381,7 @@ def run_tree(base: Path, mutant: Mutant | None) -> tuple[int, str]:
         shim = build_shim(tree, Path(tmp) / "shim")
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
         command += ["-c", str(tree / "pyproject.toml"), "--rootdir", str(tree), "-rfE"]
-        command += [str(path) for path in judged_tests(tree)]
+        command += [str(path) for path in judged_tests(tree, only)]
         with _LOCK:
             if _STOPPING.is_set():
                 return -2, "interrupted"
@@ -420,6 +427,21 @@ def judge(mutant: Mutant, returncode: int, output: str) -> Outcome:
     return Outcome("ERROR", f"pytest exit status {returncode}: {tail}")
 
 
+def report(
+    mutant: Mutant, code: int, output: str, show: bool, out: Callable[[str], None]
+) -> Outcome:
+    """:func:`judge`, first printing the failure report (pytest's output from its first
+    failure on, the shrunk Hypothesis program included) when ``show`` asks for it."""
+    outcome = judge(mutant, code, output)
+    if show and outcome.status == "killed":
+        lines = output.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("=" * 10)), 0)
+        out(f"--- {mutant.name}: failure report")
+        for line in lines[start:]:
+            out(f"    {line}")
+    return outcome
+
+
 def select(names: Sequence[str]) -> list[Mutant]:
     if not names:
         return list(MUTANTS)
@@ -438,6 +460,16 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) ->
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
     parser.add_argument("--list", action="store_true", help="print the table and exit")
     parser.add_argument("--jobs", type=int, default=JOBS)
+    parser.add_argument(
+        "--tests",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="judge by the conformance modules matching PATTERN only (repeatable)",
+    )
+    parser.add_argument(
+        "--show", action="store_true", help="print each killed mutant's failure report"
+    )
     args = parser.parse_args(argv)
     mutants = select(args.only)
     if args.list:
@@ -453,7 +485,7 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) ->
         if problem is not None:
             out(f"isolation FAILED -> {problem}")
             return 2
-        code, output = run_tree(base, None)
+        code, output = run_tree(base, None, args.tests)
         if code != 0:
             failed = first_failure(output) or " | ".join(output.strip().splitlines()[-3:])
             out(f"baseline FAILED (pytest exit status {code}) -> {failed}")
@@ -464,7 +496,8 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) ->
         mismarked = 0
         pool = ThreadPoolExecutor(max_workers=max(1, args.jobs))
         try:
-            results = pool.map(lambda m: judge(m, *run_tree(base, m)), runnable)
+            runs = pool.map(lambda m: (m, *run_tree(base, m, args.tests)), runnable)
+            results = (report(m, code, output, args.show, out) for m, code, output in runs)
             for mutant in mutants:  # in table order, as each completes
                 reason = stale.get(mutant.name)
                 outcome = next(results) if reason is None else Outcome("STALE", reason)
