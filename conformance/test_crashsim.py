@@ -13,12 +13,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from runstore import objects
 from runstore.crashsim.__main__ import main
 from runstore.crashsim.campaign import Point, Selector, check_prefix, points_of, run_campaign
-from runstore.crashsim.faulty import changing_path, split_reserve
-from runstore.crashsim.scenarios import FULL_IN_SUBSET, SCENARIOS
+from runstore.crashsim.faulty import changing_path, early_registration, split_reserve
+from runstore.crashsim.scenarios import FULL_IN_SUBSET, PUBLICATIONS, SCENARIOS
 from runstore.crashsim.suite import default_directory, run_suite
 from runstore.crashsim.tracer import CRASH_EXIT, normalize
+from runstore.crashsim.verify import object_problem
+from runstore.model.state import ModelState
+from runstore.testing.publishing import Payload
 
 SUMMARY = re.compile(r"^scenarios=\d+ boundaries=\d+ crashes=\d+ failures=\d+ seconds=[\d.]+$")
 
@@ -42,6 +46,21 @@ def test_representative_subset_passes() -> None:
         assert campaign.crashes > 0
         if campaign.scenario in FULL_IN_SUBSET:
             assert campaign.crashes == campaign.boundaries
+    # Every publication campaign crashes at its landmarks: each syscall of the compound
+    # steps (the rename, then each parent sync), outcome construction, the terminal commit.
+    publications = {s.name for s in PUBLICATIONS}
+    for campaign in suite.campaigns:
+        if campaign.scenario not in publications:
+            continue
+        crashed = [r.boundary for r in campaign.results]
+        # (a rename that finds the address taken has no "after" boundary: it raised)
+        assert any("before fs: rename_noreplace" in b for b in crashed), campaign.scenario
+        for landmark in ("fsync_dir $ROOT/artifacts/.staging-", "COMMIT"):
+            assert sum(landmark in b for b in crashed) >= 2, (campaign.scenario, landmark)
+        if campaign.scenario.startswith("publish_finalization"):
+            assert sum("outcome.json" in b for b in crashed) >= 2
+            assert any("UPDATE attempts SET state" in b for b in crashed)
+    print(suite.summary())
     assert SUMMARY.match(suite.summary())
 
 
@@ -74,6 +93,72 @@ def test_a_split_transaction_fails_between_its_two_commits() -> None:
     assert between[commits[0] + 1].endswith("before sql: BEGIN IMMEDIATE")
     assert all("matches no model state" in r.detail for r in result.failures)
     assert result.crashes == len(step)
+
+
+def test_registering_before_the_rename_fails_until_the_object_is_there() -> None:
+    seen: list[Point] = []
+    result = run_campaign(
+        early_registration(), _step_points(seen), jobs=3, directory=default_directory()
+    )
+    assert result.problem is None and not result.mismatches
+    step = [p for p in seen if p.op_index == 1]
+    final_commit = [p.k for p in step if p.entry[2:] == ["after", "sql", "COMMIT"]][-1]
+    rename = [p.k for p in step if p.entry[2:4] == ["before", "fs"] and "rename" in p.entry[4]]
+    # From the final commit until the rename places the object, a registered artifact has
+    # no object on disk: the model's "after" state, and still a failure.
+    assert [r.k for r in result.failures] == list(range(final_commit, rename[0] + 1))
+    assert all("is not on disk" in r.detail for r in result.failures)
+    assert result.crashes == len(step)
+
+
+def test_acceptable_states_of_a_multi_transaction_step() -> None:
+    states = [ModelState() for _ in range(5)]  # before, then after each of 4 commits
+    transactions = [states[:2], states]
+
+    def point(commits: int, entry: list[object]) -> Point:
+        return Point(0, ["b", 0, *entry], 1, "publish", commits > 0, commits)
+
+    def done(p: Point) -> list[int]:
+        return [d for _, d in p.choices(transactions)]
+
+    assert done(point(0, ["before", "fs", "rename_noreplace x -> y"])) == [0]
+    assert done(point(0, ["before", "sql", "COMMIT"])) == [0, 1]
+    assert done(point(1, ["after", "sql", "COMMIT"])) == [1]
+    assert done(point(3, ["before", "sql", "COMMIT"])) == [3, 4]
+    assert done(point(4, ["after", "sql", "COMMIT"])) == [4]
+    assert [
+        label for label, _ in point(2, ["before", "sql", "SELECT 1"]).choices(transactions)
+    ] == ["after transaction 2 of 4"]
+    # A one-transaction step keeps the original rule: before or after until it commits.
+    opening = Point(0, ["b", 0, "before", "sql", "SELECT 1"], 0, "open", False, 0)
+    assert [d for _, d in opening.choices(transactions)] == [0, 1]
+
+
+def test_completed_objects_must_verify_under_their_address(tmp_path: Path) -> None:
+    artifacts = tmp_path / "artifacts"
+    (artifacts / ".staging-0").mkdir(parents=True)
+    staged = tmp_path / "object"
+    staged.mkdir()
+    Payload(files=(("a/b.txt", b"bytes"), ("empty", b"")))(str(staged))
+    inventory = objects.scan(str(staged), reserved=("manifest.json",))
+    completed = objects.complete(str(staged), inventory, {})
+    projection: dict[str, list[tuple[object, ...]]] = {"artifacts": []}
+    wrong = artifacts / f"dataset-{'0' * 64}"
+    staged.rename(wrong)
+    assert "verifies with tree hash" in str(object_problem(str(tmp_path), projection))
+    right = artifacts / f"dataset-{completed.tree_sha256}"
+    wrong.rename(right)
+    assert object_problem(str(tmp_path), projection) is None
+    path = f"artifacts/{right.name}"
+    row = ("id", "result", path, completed.tree_sha256, completed.manifest_sha256, 1)
+    assert "disagrees" in str(object_problem(str(tmp_path), {"artifacts": [row]}))
+    missing = (f"artifacts/dataset-{'1' * 64}",)
+    row = ("id", "dataset", missing[0], "x", "y", 1)
+    assert "not on disk" in str(object_problem(str(tmp_path), {"artifacts": [row]}, missing))
+    (right / "a" / "b.txt").write_bytes(b"BYTES")
+    assert "does not verify" in str(object_problem(str(tmp_path), projection))
+    (artifacts / ".quarantine").mkdir()
+    assert "unexpected hidden entry" in str(object_problem(str(tmp_path), projection))
 
 
 def test_a_changing_path_is_a_prefix_mismatch_and_not_counted(tmp_path: Path) -> None:

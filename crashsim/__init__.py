@@ -1,9 +1,12 @@
 """runstore.crashsim: the crash simulator. It forks children that leave with ``os._exit``
 at every traced SQL statement and durability boundary, reopens each crashed copy, and
 compares what survived with the model (through :mod:`runstore.testing`'s projection and
-lockstep kit).
+lockstep kit). :mod:`runstore.crashsim.race` races two publisher processes on identical
+content, killing the winner after its rename in one variant.
 
 Rules of this package: test-only, never imported by the runtime or the model; it may import
-the store API, :mod:`runstore.testing`, the model, and the two seams' documented observer
-hooks (``runstore.sql.install_observer``, ``runstore.durable.install_observer``).
+the store API, :mod:`runstore.testing`, the model, the two seams' documented observer
+hooks (``runstore.sql.install_observer``, ``runstore.durable.install_observer``) and the
+stage-token test hook (``runstore.staging.install_token_source``); only the deliberately
+faulty scenarios reach into the runtime's private helpers.
 """

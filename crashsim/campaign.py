@@ -8,6 +8,21 @@ preserved), forks the crashing grandchild, checks the grandchild's trace is exac
 reference prefix, and only then verifies the copy (reopen, integrity, model states,
 continuation) and writes its finding as JSON. A changed execution path is a ``mismatch``:
 reported, never counted as a tested crash point.
+
+Acceptable states. A step the model performs as one transaction keeps the original rule:
+before its COMMIT completed the store may be in the state before or after the step, from
+then on only after. A publication commits several transactions (``publish_artifact``: the
+stage's lease, then the final one; ``publish_finalization``: a check, the stage's lease,
+another check, the final one). The model run records the state after *every* committed
+transaction, check transactions included (they commit and change nothing), rather than
+only the changed states of ``ModelWriter.trail``: the k-th COMMIT in the trace is then
+simply the k-th recorded state, with no guessing which commits changed something (a
+check transaction that wrote something would show up as a failure at the crash points
+after its COMMIT). With k COMMITs of the step completed at or before the crash point, the
+store must be in the state after the k-th transaction; at the boundary just before the
+(k+1)-th COMMIT, also in the state after it. The reference trace must commit exactly as
+many transactions in each such step as the model run; anything else is a campaign
+problem.
 """
 
 from __future__ import annotations
@@ -19,30 +34,57 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from typing import Final
 
 import attrs
 from runstore.crashsim import processes
+from runstore.crashsim.continuation import Resumption
 from runstore.crashsim.harness import COMPLETED, ModelRun, prepare_fixture, run_traced
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.tracer import CRASH_EXIT, Entry, describe, read_trace
 from runstore.crashsim.verify import Acceptable, verify
 from runstore.model.state import ModelState
 
+BEFORE_COMMIT: Final = ["before", "sql", "COMMIT"]
+AFTER_COMMIT: Final = ["after", "sql", "COMMIT"]
+
 
 @attrs.frozen
 class Point:
     """Boundary ``k`` of the reference trace, inside step ``op_index`` (0 is opening);
-    ``committed`` when a COMMIT of that step completed at or before it."""
+    ``committed`` when a COMMIT of that step completed at or before it, ``commits`` how
+    many did."""
 
     k: int
     entry: Entry
     op_index: int
     op_name: str
     committed: bool
+    commits: int = 0
 
-    def acceptable(self, states: Sequence[ModelState]) -> Acceptable:
-        after = ("after", states[self.op_index + 1])
-        return [after] if self.committed else [("before", states[self.op_index]), after]
+    def choices(self, transactions: Sequence[Sequence[ModelState]]) -> list[tuple[str, int]]:
+        """The acceptable states as (label, transactions done) pairs, where
+        ``transactions[op_index]`` is the state before the step followed by the state after
+        each of its committed transactions (see the module docstring)."""
+        states = transactions[self.op_index]
+        count = len(states) - 1
+        if count <= 1:
+            return [("after", 1)] if self.committed else [("before", 0), ("after", 1)]
+        done = min(self.commits, count)
+        chosen = [(_label(done, count), done)]
+        if self.entry[2:] == BEFORE_COMMIT and done < count:
+            chosen.append((_label(done + 1, count), done + 1))
+        return chosen
+
+    def acceptable(self, transactions: Sequence[Sequence[ModelState]]) -> Acceptable:
+        states = transactions[self.op_index]
+        return [(label, states[done]) for label, done in self.choices(transactions)]
+
+
+def _label(done: int, count: int) -> str:
+    if done == 0:
+        return "before"
+    return "after" if done == count else f"after transaction {done} of {count}"
 
 
 @attrs.frozen
@@ -88,15 +130,30 @@ Selector = Callable[[Sequence[Point]], Sequence[int]]
 def points_of(trace: Sequence[Entry]) -> list[Point]:
     """The boundaries of a reference trace with the step each belongs to."""
     points: list[Point] = []
-    op_index, op_name, committed = 0, "open", False
+    op_index, op_name, commits = 0, "open", 0
     for entry in trace:
         if entry[0] == "op":
-            op_index, op_name, committed = int(str(entry[1])), str(entry[2]), False
+            op_index, op_name, commits = int(str(entry[1])), str(entry[2]), 0
         elif entry[0] == "b":
-            if entry[2:] == ["after", "sql", "COMMIT"]:
-                committed = True
-            points.append(Point(len(points), entry, op_index, op_name, committed))
+            if entry[2:] == AFTER_COMMIT:
+                commits += 1
+            points.append(Point(len(points), entry, op_index, op_name, commits > 0, commits))
     return points
+
+
+def commit_problem(points: Sequence[Point], run: ModelRun) -> str:
+    """Why the reference's COMMITs do not line up with the model's transactions in a
+    multi-transaction step (empty when they do)."""
+    for index, states in enumerate(run.transactions):
+        expected = len(states) - 1
+        if index == 0 or expected <= 1:
+            continue
+        found = max((p.commits for p in points if p.op_index == index), default=0)
+        if found != expected:
+            return (
+                f"step {index} commits {found} transactions in the reference, the model {expected}"
+            )
+    return ""
 
 
 def check_prefix(reference: Sequence[Entry], trace: Sequence[Entry], k: int, status: int) -> str:
@@ -164,6 +221,7 @@ def _campaign(
         return finished(0, [], f"preparing the fixture failed: {_read(error)}")
     reference, problem = _reference(scenario, run, base, fixture)
     points = points_of(reference)
+    problem = problem or commit_problem(points, run)
     if problem:
         return finished(len(points), [], problem)
     chosen = sorted(set(select(points) if select is not None else range(len(points))))
@@ -198,7 +256,10 @@ def _reference(
         return trace, f"the reference execution did not complete (status {status}, {last})"
     result_path = os.path.join(base, "reference.json")
     final = [("after", run.states[-1])]
-    processes.run(lambda: _verify_to(root, final, result_path))
+    final_step = len(run.transactions) - 1
+    done = len(run.transactions[final_step]) - 1
+    resumption = Resumption.of(scenario, run, final_step, [done]) if scenario.resume else None
+    processes.run(lambda: _verify_to(root, final, result_path, resumption, run.published))
     found = _load(result_path)
     if found.get("status") != "ok":
         return trace, f"the completed reference run fails verification: {found.get('detail')}"
@@ -224,11 +285,22 @@ def _trial(
     if mismatch:
         _write(result_path, {"status": "mismatch", "detail": mismatch})
         return 0
-    return _verify_to(root, point.acceptable(run.states), result_path)
+    choices = point.choices(run.transactions)
+    resumption = None
+    if scenario.resume:
+        resumption = Resumption.of(scenario, run, point.op_index, [d for _, d in choices])
+    acceptable = point.acceptable(run.transactions)
+    return _verify_to(root, acceptable, result_path, resumption, run.published)
 
 
-def _verify_to(root: str, acceptable: Acceptable, result_path: str) -> int:
-    verdict = verify(root, acceptable)
+def _verify_to(
+    root: str,
+    acceptable: Acceptable,
+    result_path: str,
+    resumption: Resumption | None = None,
+    published: Sequence[str] = (),
+) -> int:
+    verdict = verify(root, acceptable, resumption, published)
     status = "ok" if verdict.ok else "failure"
     _write(result_path, {"status": status, "matched": verdict.matched, "detail": verdict.detail})
     return 0
@@ -244,7 +316,7 @@ def _collect(
         error = _read(trial + ".error")
         found = {"status": "failure", "detail": f"the trial process ended with {status}: {error}"}
     acceptable = " | ".join(
-        f"{label}: {brief(state)}" for label, state in point.acceptable(run.states)
+        f"{label}: {brief(state)}" for label, state in point.acceptable(run.transactions)
     )
     detail = str(found.get("detail", ""))
     if found.get("matched"):

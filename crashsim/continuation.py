@@ -8,21 +8,55 @@ equal. The checks: an explicitly authorized retry (``Next(retry=True)``) of an u
 slot runs to a terminal outcome (accepted when it wins the claim), a satisfied slot
 refuses reservation with ``slot_satisfied``, at most one attempt per slot is ever
 accepted, and the final durable projection equals the model's.
+
+A publication scenario is first *resumed* (:class:`Resumption`), as its user would after a
+crash, while the crashed attempt's leases are still live (the scenario's own times): the
+interrupted step is run again from the start (a new stage; a stage or orphan the crash
+left behind stays where it is, recovery's business), then the remaining steps and the
+scenario's ``finish`` steps, all in lockstep. Stage tokens for the resumption start at
+:data:`RESUME_TOKEN` on both sides, far from the scenario's own. Every final artifact a
+resumed ``publish_finalization`` returns must verify on disk with its registered digests,
+and its ``outcome.json`` must be exactly the model's document for the attempt as it was
+before the call; an accepted one leaves exactly one accepted attempt in its slot. A
+leftover unreleased staging lease of the attempt is released by its terminal commit (it
+releases every lease of the attempt), so no recovery is needed before the generic
+continuation then runs from the resumed state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
 
-from runstore import RunStore
+import attrs
+from runstore import RunStore, objects, staging
 from runstore import model as m
-from runstore.crashsim.scenarios import FIXTURE, MEMBER
+from runstore.crashsim.scenarios import FIXTURE, MEMBER, Scenario, Step
 from runstore.enums import ArtifactKind, AttemptState
-from runstore.receipts import ClaimDisposition, OwnedAttempt
+from runstore.errors import RunStoreError
+from runstore.model import outcome_document
+from runstore.receipts import ClaimDisposition, OwnedAttempt, PublishedFinalization
 from runstore.requests import Accepted, Failed, LeaseRequest, Next, Superseded
 from runstore.testing import fixtures as fx
-from runstore.testing.lockstep import Diverged, ModelWriter, Outcome, Writer, lockstep, outcome
+from runstore.testing import script
+from runstore.testing.lockstep import (
+    Diverged,
+    ModelWriter,
+    Outcome,
+    StageTokens,
+    Writer,
+    lockstep,
+    outcome,
+)
 from runstore.testing.projection import model_projection, store_projection
+from runstore.testing.script import Context
+
+if TYPE_CHECKING:
+    from runstore.crashsim.harness import ModelRun
+
+RESUME_TOKEN: Final = 0xC0_0000
+"""The first stage token of a resumption (the scenarios draw theirs from 1 on)."""
 
 
 class _Lockstep:
@@ -68,6 +102,104 @@ def continue_as_user(store: RunStore, state: m.ModelState) -> str:
         note = _retry(step, now, lease)
     _check_final(store, step.model.state)
     return note
+
+
+@attrs.frozen
+class Resumption:
+    """How to resume a publication scenario crashed in step ``op_index``: ``steps`` are the
+    scenario's steps from the crashed one on, ``context`` the guards before it, and
+    ``done[i]`` how many of its transactions the i-th acceptable state has committed (of
+    ``count``)."""
+
+    op_index: int
+    steps: tuple[Step, ...]
+    finish: tuple[Step, ...]
+    context: Context
+    after: Context
+    count: int
+    done: tuple[int, ...]
+
+    @classmethod
+    def of(
+        cls, scenario: Scenario, run: ModelRun, op_index: int, done: Sequence[int]
+    ) -> Resumption:
+        return cls(
+            op_index=op_index,
+            steps=scenario.steps[max(op_index - 1, 0) :],
+            finish=scenario.finish,
+            context=dict(run.contexts[op_index]),
+            after=dict(run.contexts[op_index + 1]),
+            count=len(run.transactions[op_index]) - 1,
+            done=tuple(done),
+        )
+
+    def completed(self, matched: int) -> bool:
+        """Whether the crashed step completed in the ``matched``-th acceptable state
+        (opening never counts as having run the steps)."""
+        return self.op_index > 0 and self.done[matched] >= self.count
+
+    def plan(self, matched: int) -> tuple[tuple[Step, ...], Context]:
+        """The steps to run and the guards to start from, when the store matched the
+        ``matched``-th acceptable state: the crashed step again unless it completed."""
+        if self.completed(matched):
+            return (*self.steps[1:], *self.finish), dict(self.after)
+        return (*self.steps, *self.finish), dict(self.context)
+
+    def resume(self, store: RunStore, state: m.ModelState, matched: int) -> str:
+        """Resume from ``state`` (the ``matched``-th acceptable state), then run the
+        generic continuation; returns a note, raising :class:`Diverged` on any
+        disagreement."""
+        steps, context = self.plan(matched)
+        model = ModelWriter(state, tokens=StageTokens(RESUME_TOKEN))
+        previous = staging.install_token_source(StageTokens(RESUME_TOKEN))
+        accepted: set[str] = set()
+        try:
+            for step in steps:
+                before = model.state
+                try:
+                    result = script.apply_in_lockstep(step.call, model, store, context)
+                except Diverged as error:
+                    raise Diverged(f"resuming {step.name}: {error}") from error
+                except RunStoreError as error:
+                    raise Diverged(f"resuming {step.name}: both refused: {error}") from error
+                if isinstance(result, PublishedFinalization):
+                    check_final_object(store.root, before, step, result)
+                    if result.terminal.state is AttemptState.ACCEPTED:
+                        accepted.add(result.terminal.slot_id)
+        finally:
+            staging.install_token_source(previous)
+        note = continue_as_user(store, model.state)
+        attempts = store_projection(store.database_path)["attempts"]
+        for slot in accepted:
+            count = sum(1 for row in attempts if row[1] == slot and row[3] == "accepted")
+            if count != 1:
+                raise Diverged(f"slot {slot} has {count} accepted attempts, not exactly one")
+        ran = "continued after the completed step" if self.completed(matched) else "re-ran it"
+        return f"{ran} ({len(steps)} steps); then {note}"
+
+
+def check_final_object(
+    root: str, before: m.ModelState, step: Step, receipt: PublishedFinalization
+) -> None:
+    """The published final artifact verifies with its registered digests, and its
+    ``outcome.json`` is the model's document for the attempt as it was before the call."""
+    path = os.path.join(root, receipt.artifact.path)
+    completed = objects.verify(path, sync=False)
+    digests = (completed.tree_sha256, completed.manifest_sha256)
+    if digests != (receipt.artifact.content_sha256, receipt.artifact.manifest_sha256):
+        raise Diverged(f"{receipt.artifact.path} verifies with other digests {digests}")
+    arguments = step.call.arguments
+    expected = outcome_document.outcome_document(
+        before,
+        receipt.terminal.attempt_id,
+        arguments["outcome"],
+        arguments["references"],
+        receipt.terminal.finished_at_ns,
+    )
+    with open(os.path.join(path, "outcome.json"), "rb") as handle:
+        found = handle.read()
+    if found != expected:
+        raise Diverged(f"{receipt.artifact.path}/outcome.json differs from the model's document")
 
 
 def _retry(step: _Lockstep, now: int, lease: LeaseRequest) -> str:

@@ -1,8 +1,8 @@
 """Deliberately faulty scenarios: the simulator's teeth. Test-only; never in the catalog.
 
 Rules of this file: each scenario here breaks one promise on purpose, through the
-store's private connection and the runtime's own SQL helpers, so the tests can show the
-simulator notices:
+store's private connection and the runtime's own SQL and publication helpers, so the tests
+can show the simulator notices:
 
 * ``faulty_split_reserve`` writes a reservation in two transactions (the attempt, its
   event and transition first, the lease in a second commit): a crash between them leaves
@@ -11,36 +11,55 @@ simulator notices:
   creates the marker when it does not: the reference run creates it, so every later run
   takes another path after that point, and those crash points must be reported as prefix
   mismatches, never counted.
+* ``faulty_early_registration`` publishes a dataset with the final transaction committed
+  *before* the no-replace rename (the publisher's own steps otherwise): a crash between
+  that commit and the rename leaves a registered artifact whose object is not on disk,
+  and must be reported as a failure.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import Final
 
 import attrs
-from runstore import RunStore, canonical, payloads, sql
+from runstore import (
+    RunStore,
+    canonical,
+    durable,
+    objects,
+    payloads,
+    publication,
+    publication_tx,
+    sql,
+    staging,
+)
 from runstore.attempt_record import attempt_document
 from runstore.crashsim.scenarios import (
+    DATA,
     FIXTURE,
     REGISTERED,
+    RUNNING,
     Scenario,
     Step,
     advance,
+    publish,
     reserve,
 )
-from runstore.enums import AttemptState, LeasePurpose
+from runstore.enums import ArtifactKind, AttemptState, LeasePurpose
 from runstore.events import append_history
 from runstore.identity import run_attempt_id
 from runstore.leases import insert_lease
-from runstore.receipts import OwnedAttempt
+from runstore.receipts import OwnedAttempt, PublishedArtifact
 from runstore.requests import FirstAttempt
 from runstore.testing import fixtures as fx
 from runstore.testing.script import Context
 
 SPLIT: Final = "faulty_split_reserve"
 CHANGING: Final = "faulty_changing_path"
-FAULTY_NAMES: Final = (SPLIT, CHANGING)
+EARLY: Final = "faulty_early_registration"
+FAULTY_NAMES: Final = (SPLIT, CHANGING, EARLY)
 
 _A = "attempt-a"
 
@@ -116,8 +135,57 @@ def changing_path(marker: str) -> Scenario:
     return Scenario(name=CHANGING, setup=setup, steps=steps)
 
 
+EARLY_AT: Final = 1_150
+
+
+def _early_registration(store: RunStore, context: Context) -> object:
+    """``publish_artifact`` of :data:`DATA` by attempt A at :data:`EARLY_AT` through the
+    publisher's own public steps, clock samples in the same order, but with the final
+    transaction committed before the rename (the fault)."""
+    guard, root, write = context[_A], store.root, store._write
+    clock = iter(range(EARLY_AT, EARLY_AT + 10)).__next__
+    staged_at = publication.sample(clock)
+    with staging.RecoveryLock(root, exclusive=False):
+        stage = staging.create_stage(root)
+        acquired = write(
+            lambda c: (
+                publication_tx.register_stage(
+                    c, guard, stage.lease_id, stage.store_path, staged_at
+                ),
+                (),
+            )
+        )
+    DATA(stage.object_path)
+    inventory = objects.scan(stage.object_path, reserved=(publication.MANIFEST_NAME,))
+    completed = objects.complete(stage.object_path, inventory, {})
+    verified = max(publication.sample(clock), acquired)
+    artifact = objects.registration(ArtifactKind.DATASET, completed, verified)
+
+    def commit(connection: sqlite3.Connection) -> tuple[None, tuple[()]]:
+        now = publication.sample(clock)
+        publication_tx.publish_staged(connection, guard, stage.lease_id, artifact, now)
+        return None, ()
+
+    write(commit)  # the fault: the final transaction commits before the rename
+    destination = os.path.join(root, artifact.path)
+    durable.rename_noreplace(stage.object_path, destination)
+    durable.fsync_dir(stage.path)
+    durable.fsync_dir(os.path.dirname(destination))
+    staging.remove_stage(stage)
+    return PublishedArtifact(attempt=guard, artifact=artifact)
+
+
+def early_registration() -> Scenario:
+    """The register-before-rename scenario (its model step is an ordinary publication)."""
+    model_step = publish(_A, EARLY_AT)
+    step = Step(
+        attrs.evolve(model_step.call, name="early-registering publish"), _early_registration
+    )
+    return Scenario(name=EARLY, setup=RUNNING, steps=(step,))
+
+
 def faulty_scenarios(marker_directory: str) -> dict[str, Scenario]:
-    """Both faulty scenarios by name; the path-changing one keeps its marker in
+    """The faulty scenarios by name; the path-changing one keeps its marker in
     ``marker_directory``."""
     marker = os.path.join(marker_directory, "crashsim-branch-marker")
-    return {SPLIT: split_reserve(), CHANGING: changing_path(marker)}
+    return {SPLIT: split_reserve(), CHANGING: changing_path(marker), EARLY: early_registration()}

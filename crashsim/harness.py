@@ -5,46 +5,109 @@ with ``os._exit``. The harness marks each step in the trace (``["op", i, name]``
 ``["end", i]`` after; step 0 is opening the store), checks each step's result against the
 model's, and ends the trace with ``["done"]`` or ``["error", text]``. Fixtures are
 prepared here too: a store opened, set up and closed by a child, so that the campaign's
-parent never holds a connection.
+parent never holds a connection. Stage tokens are deterministic on both sides: the model
+run draws them from one :class:`~runstore.testing.lockstep.StageTokens` counter starting
+at :data:`FIRST_TOKEN` through setup and steps, and every child installs the matching
+counter (:data:`FIRST_TOKEN` for the fixture, ``ModelRun.step_tokens`` for the steps), so
+stage names, lease ids and traces agree across the fixture, the reference and each trial.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Final, TypeVar
 
-from runstore import RunStore
+from runstore import RunStore, staging
+from runstore import model as m
 from runstore.crashsim.scenarios import Scenario, Step
 from runstore.crashsim.tracer import Tracer
 from runstore.model.state import ModelState
-from runstore.testing.lockstep import ModelWriter
+from runstore.receipts import PublishedArtifact, PublishedFinalization
+from runstore.testing.lockstep import ModelWriter, StageTokens
 from runstore.testing.script import Context
 
 COMPLETED = 0
 FAILED = 3
+FIRST_TOKEN: Final = 1
+"""The first stage token of every scenario (setup's publications draw from it first)."""
+
+T = TypeVar("T")
+
+
+class CountingTokens:
+    """Stage tokens from ``start`` on, counting how many were drawn."""
+
+    def __init__(self, start: int) -> None:
+        self.drawn = 0
+        self._tokens = StageTokens(start)
+
+    def __call__(self) -> str:
+        self.drawn += 1
+        return self._tokens()
+
+
+class RecordingWriter(ModelWriter):
+    """A :class:`ModelWriter` that records the state after every applied model operation,
+    changed or not (``ModelWriter.trail`` keeps only the changed ones). Each applied
+    operation is one committed store transaction, so ``commits`` holds the model state
+    after each of the store's COMMITs, check transactions included."""
+
+    def __init__(self, state: m.ModelState, tokens: CountingTokens) -> None:
+        super().__init__(state, tokens=tokens)
+        self.commits: list[m.ModelState] = []
+
+    def apply(self, step: tuple[m.ModelState, T | m.Refusal]) -> T:
+        result = super().apply(step)
+        self.commits.append(self.state)
+        return result
 
 
 class ModelRun:
-    """The model's side of a scenario: the context after setup, the state before each step
-    (``states[i]`` before step ``i``, ``states[i + 1]`` after it; step 0 is opening, which
-    changes nothing) and each step's result."""
+    """The model's side of a scenario: the context after setup and before each step, the
+    state before each step (``states[i]`` before step ``i``, ``states[i + 1]`` after it;
+    step 0 is opening, which changes nothing), each step's result, and per step the states
+    after each of its committed transactions (``transactions[i]``: the state before step
+    ``i``, then the state after each of its commits; opening counts as one transaction
+    that changes nothing)."""
 
     def __init__(self, scenario: Scenario) -> None:
-        writer = ModelWriter(ModelState())
+        tokens = CountingTokens(FIRST_TOKEN)
+        writer = RecordingWriter(ModelState(), tokens)
         context: Context = {}
         self.setup_results = [step.action(writer, context) for step in scenario.setup]
+        self.step_tokens = FIRST_TOKEN + tokens.drawn
+        """The first stage token of the crash-tested steps."""
         self.context: Context = dict(context)
+        self.contexts: list[Context] = [dict(context), dict(context)]
+        """``contexts[i]``: the guards before step ``i``."""
         self.states = [writer.state, writer.state]
+        self.transactions: list[list[m.ModelState]] = [[writer.state, writer.state]]
         self.results: list[object] = [None]
         for step in scenario.steps:
+            writer.commits = [writer.state]
             self.results.append(step.action(writer, context))
             self.states.append(writer.state)
+            self.transactions.append(writer.commits)
+            self.contexts.append(dict(context))
+        self.published = tuple(
+            sorted(
+                {
+                    result.artifact.path
+                    for result in (*self.setup_results, *self.results)
+                    if isinstance(result, PublishedArtifact | PublishedFinalization)
+                }
+            )
+        )
+        """The store paths of the objects the scenario's publications produce: once
+        registered, each must exist on disk."""
 
 
 def prepare_fixture(scenario: Scenario, run: ModelRun, root: str) -> int:
     """Child body: set up ``root`` (an existing empty directory) and close the store."""
     if not scenario.initialized:
         return COMPLETED
+    staging.install_token_source(StageTokens(FIRST_TOKEN))
     context: Context = {}
     store = RunStore.open(root)
     for step, expected in zip(scenario.setup, run.setup_results, strict=True):
@@ -60,6 +123,7 @@ def run_traced(
 ) -> int:
     """Child body: run the scenario on ``root`` under a tracer writing ``trace_path``,
     stopping the process at boundary ``crash_at``. Returns COMPLETED or FAILED."""
+    staging.install_token_source(StageTokens(run.step_tokens))
     fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     tracer = Tracer(fd, root, crash_at)
     try:

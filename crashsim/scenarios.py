@@ -1,4 +1,5 @@
-"""The crash campaigns' scenarios: initialization and every writer operation.
+"""The crash campaigns' scenarios: initialization, every writer operation and both
+publications (every terminal outcome, fresh and identical-content reuse).
 
 Rules of this file: values and deterministic functions only. A :class:`Scenario` is a
 fixture recipe (``setup`` steps run once on a fresh store, which is then closed) plus the
@@ -6,7 +7,13 @@ fixture recipe (``setup`` steps run once on a fresh store, which is then closed)
 (the step "open") and closes it after. Each :class:`Step` is a
 :class:`~runstore.testing.script.Call`, written once as data so the same step runs on the
 store and on the model; ``store_action`` exists only for the deliberately faulty scenarios
-of :mod:`runstore.crashsim.faulty`. Guards flow between steps through a context dict.
+of :mod:`runstore.crashsim.faulty`. Guards flow between steps through a context dict. A
+scenario with ``resume`` set is continued after a crash the way its user would: the
+interrupted step is run again (a new stage), then the remaining steps and the ``finish``
+steps (which take the attempt to where the scenario intends); see
+:mod:`runstore.crashsim.continuation`. Publication payloads are small frozen values
+(a nested file and an empty file included); the id of a payload's published object is
+computed by the model's content module, so a reference to it is data too.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Final
 import attrs
 from runstore import RunStore
 from runstore.enums import ArtifactKind, AttemptState
+from runstore.model import content
 from runstore.requests import (
     Accepted,
     Censored,
@@ -30,6 +38,7 @@ from runstore.requests import (
 from runstore.testing import factories, script
 from runstore.testing import fixtures as fx
 from runstore.testing.lockstep import Writer
+from runstore.testing.publishing import Payload, at
 from runstore.testing.script import Call, Context
 
 StoreAction = Callable[[RunStore, Context], object]
@@ -72,6 +81,11 @@ class Scenario:
     steps: tuple[Step, ...]
     initialized: bool = True
     """False for the initialization campaign, whose fixture is an empty root."""
+    resume: bool = False
+    """After a crash, re-run the interrupted step and the rest before the generic
+    continuation (publication scenarios); False keeps the generic continuation only."""
+    finish: tuple[Step, ...] = ()
+    """With ``resume``: the steps that take the attempt on to its intended end."""
 
 
 # --- step builders over the one fixture slot ----------------------------------------------
@@ -139,6 +153,56 @@ def conclude(
     )
 
 
+# --- publication steps --------------------------------------------------------------------
+
+DATA: Final = Payload(
+    files=(
+        ("data.bin", b"\x00\x01dataset bytes\n"),
+        ("empty.txt", b""),
+        ("nested/inner/values.csv", b"a,b\n1,2\n"),
+    )
+)
+"""The dataset payload: a nested file and an empty file among three."""
+LOGS: Final = Payload(files=(("empty.log", b""), ("logs/stderr.log", b"worker output\n")))
+"""What ``populate`` adds to each final artifact (beside the runtime's outcome.json)."""
+
+
+def published_id(kind: ArtifactKind, payload: Payload) -> str:
+    """The artifact id ``publish_artifact`` gives ``payload`` (``run-store-v1:<kind>-<tree
+    sha256>``), computed by the model's content module; for payloads of files only."""
+    if payload.directories or payload.symlinks or payload.fifos:
+        raise ValueError("published_id takes a payload of plain files only")
+    tree = {
+        name: content.File(data=data, executable=name in payload.executables)
+        for name, data in payload.files
+    }
+    completed = content.complete(tree, {}, (content.MANIFEST,))
+    if not isinstance(completed, tuple):
+        raise ValueError(f"the payload is not publishable: {completed}")
+    return f"run-store-v1:{kind.value}-{completed[1]}"
+
+
+DATASET_ID: Final = published_id(ArtifactKind.DATASET, DATA)
+DATASET_REFERENCE: Final = (("dataset", DATASET_ID),)
+
+
+def publish(name: str, now: int, payload: Payload = DATA) -> Step:
+    """``publish_artifact`` of a dataset by ``name``'s attempt, its clock starting at
+    ``now``."""
+    return Step(script.publish_artifact(name, ArtifactKind.DATASET, payload, at(now)))
+
+
+def publish_final(
+    name: str,
+    outcome: TerminalOutcome,
+    now: int,
+    references: tuple[tuple[str, str], ...] = (),
+) -> Step:
+    """``publish_finalization`` of ``outcome`` by ``name``'s attempt (with :data:`LOGS`),
+    its clock starting at ``now``."""
+    return Step(script.publish_finalization(name, outcome, references, LOGS, at(now)))
+
+
 # --- the catalog --------------------------------------------------------------------------
 
 EXECUTING = fx.EXECUTION_PATH
@@ -172,6 +236,61 @@ ALL_EDGES = (
 
 def _scenario(name: str, setup: tuple[Step, ...], *steps: Step) -> Scenario:
     return Scenario(name=name, setup=setup, steps=steps)
+
+
+def _publication(
+    name: str, setup: tuple[Step, ...], step: Step, finish: tuple[Step, ...] = ()
+) -> Scenario:
+    return Scenario(name=name, setup=setup, steps=(step,), resume=True, finish=finish)
+
+
+# After publishing the dataset, the attempt claims, selects an observation and publishes
+# its acceptance with the dataset as a reference: the published root is then retained.
+ACCEPT_WITH_DATASET = (
+    finalize(A, "claim-a", 1_200),
+    observe(A, "result-a", True, 1_300),
+    publish_final(A, Accepted(), 1_400, DATASET_REFERENCE),
+)
+# B (an authorized retry of the same slot, another owner) publishes the identical dataset
+# first; A then finds its address taken and verifies it.
+REUSED = (
+    *RESERVED,
+    reserve(B, Next(retry=True), "reservation-b", 1_010),
+    *path(B, EXECUTING, 1_050),
+    publish(B, 1_080),
+    *path(A, EXECUTING, 1_100),
+)
+PUBLISHED_OBSERVED = (
+    *RUNNING,
+    publish(A, 1_150),
+    finalize(A, "claim-a", 1_200),
+    observe(A, "result-a", True, 1_300),
+)
+PUBLICATIONS: Final = (
+    _publication("publish_artifact", RUNNING, publish(A, 1_150), ACCEPT_WITH_DATASET),
+    _publication("publish_artifact_reuse", REUSED, publish(A, 1_150), ACCEPT_WITH_DATASET),
+    _publication(
+        "publish_finalization_accepted",
+        PUBLISHED_OBSERVED,
+        publish_final(A, Accepted(), 1_400, DATASET_REFERENCE),
+    ),
+    _publication(
+        "publish_finalization_censored",
+        CLAIMED,
+        publish_final(A, Censored(reason="budget"), 1_400),
+    ),
+    _publication(
+        "publish_finalization_superseded",
+        (*CONTENDED, finalize(A, "claim-a", 1_200)),
+        publish_final(A, Superseded(), 1_400),
+    ),
+    _publication(
+        "publish_finalization_failed",
+        UNCLAIMED,
+        publish_final(A, Failed(code="worker_exit", details={"exit": 1}), 1_400),
+    ),
+)
+"""The publication campaigns: a publication is the crash-tested step."""
 
 
 SCENARIOS: Final[dict[str, Scenario]] = {
@@ -214,6 +333,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             UNCLAIMED,
             conclude(A, Censored(reason="deadline"), "attempt-a", 1_400),
         ),
+        *PUBLICATIONS,
     )
 }
 """Every campaign of the catalog, by name."""

@@ -5,6 +5,12 @@ at every boundary of every scenario. The representative subset crashes at every 
 of the scenarios in :data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`, and for the
 others at a seeded sample: a few boundaries of opening the store, and a sample of the
 crash-tested steps' boundaries that always includes the boundaries around each COMMIT.
+For the publication scenarios (``resume`` set) the sample also always includes the
+*landmarks* of the steps: both boundaries of every filesystem operation (each syscall of
+a compound step has its own pair: creating, locking, each fsync, the rename and each
+parent sync after it, the cleanup) and of every SQL write (the stage's lease, the
+registration and the terminal projection's rows), so outcome construction, the rename and
+the terminal commit are crashed at every default run.
 The work directory defaults to ``/dev/shm`` where it exists: the campaigns simulate
 process death, not power loss, so the page cache is part of what survives and a tmpfs
 gives the same answers without waiting for the disk.
@@ -47,8 +53,18 @@ class SuiteResult:
         )
 
 
-def sampler(seed: int, name: str) -> Selector:
-    """The subset's seeded choice of crash points for scenario ``name``."""
+WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
+def landmark(point: Point) -> bool:
+    """A boundary of a step's filesystem operation or SQL write (not a read)."""
+    kind, text = point.entry[3], str(point.entry[4])
+    return point.op_index > 0 and (kind == "fs" or text.startswith(WRITES))
+
+
+def sampler(seed: int, name: str, landmarks: bool = False) -> Selector:
+    """The subset's seeded choice of crash points for scenario ``name`` (with every
+    :func:`landmark` when ``landmarks``)."""
 
     def select(points: Sequence[Point]) -> list[int]:
         rng = random.Random(f"{seed}:{name}")
@@ -62,6 +78,8 @@ def sampler(seed: int, name: str) -> Selector:
         chosen |= set(around_commits)
         if not steps:  # a scenario that is all opening (initialization)
             chosen |= set(rng.sample(opening, min(SAMPLE_OPEN + SAMPLE_STEPS, len(opening))))
+        if landmarks:
+            chosen |= {p.k for p in points if landmark(p)}
         return sorted(chosen)
 
     return select
@@ -91,7 +109,11 @@ def run_suite(
     chosen = list(SCENARIOS.values()) if scenarios is None else list(scenarios)
     results = []
     for scenario in chosen:
-        select = None if exhaustive or scenario.name in full else sampler(seed, scenario.name)
+        select = (
+            None
+            if exhaustive or scenario.name in full
+            else sampler(seed, scenario.name, landmarks=scenario.resume)
+        )
         result = run_campaign(
             scenario,
             select,

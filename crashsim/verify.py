@@ -1,21 +1,29 @@
-"""After a crash: reopen the store, check SQLite's integrity, match the durable projection
-against the acceptable model states, and run the user's continuation.
+"""After a crash: reopen the store, check SQLite's integrity, check every completed object
+on disk, match the durable projection against the acceptable model states, and run the
+user's continuation (resuming a publication scenario first).
 
 Rules of this file: runs in a process that forks nothing of its own after opening the
 store (the trial child), and closes every connection it opens. Returns a :class:`Verdict`;
 never raises for a finding (an unexpected exception is itself reported as a failure).
+Every completed object under ``artifacts/`` (a name not starting with ``.``) must verify
+(:func:`runstore.objects.verify`, reading every byte, without syncing), be named
+``<kind>-<tree sha256>`` for the tree hash it verifies with, and agree with its artifact
+row when it has one; stages (``artifacts/.staging-*``, registered or not) may be left
+behind, since removing or quarantining them is recovery's job. Nothing else may start
+with ``.`` there.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import attrs
-from runstore import RunStore
+from runstore import RunStore, objects, staging
 from runstore import model as m
-from runstore.crashsim.continuation import continue_as_user
+from runstore.crashsim.continuation import Resumption, continue_as_user
+from runstore.enums import ArtifactKind
 from runstore.errors import RunStoreError
 from runstore.probes import PROBE_PREFIX
 from runstore.testing.lockstep import Diverged
@@ -34,14 +42,21 @@ class Verdict:
     detail: str = ""
 
 
-def verify(root: str, acceptable: Acceptable) -> Verdict:
-    """Reopen ``root`` and check it against ``acceptable``, then continue as a user would."""
+def verify(
+    root: str,
+    acceptable: Acceptable,
+    resumption: Resumption | None = None,
+    published: Collection[str] = (),
+) -> Verdict:
+    """Reopen ``root`` and check it against ``acceptable``, then continue as a user would
+    (through ``resumption`` when given). Each of the ``published`` store paths that has an
+    artifact row must exist on disk."""
     try:
         store = RunStore.open(root)
     except RunStoreError as error:
         return Verdict(ok=False, detail=f"reopening the store failed: {error}")
     try:
-        return _check_open_store(store, acceptable)
+        return _check_open_store(store, acceptable, resumption, published)
     except Diverged as error:
         return Verdict(ok=False, detail=str(error))
     except Exception as error:  # a crash of the checker is a finding, not a pass
@@ -50,7 +65,12 @@ def verify(root: str, acceptable: Acceptable) -> Verdict:
         store.close()
 
 
-def _check_open_store(store: RunStore, acceptable: Acceptable) -> Verdict:
+def _check_open_store(
+    store: RunStore,
+    acceptable: Acceptable,
+    resumption: Resumption | None,
+    published: Collection[str],
+) -> Verdict:
     leftovers = sorted(n for n in os.listdir(store.root) if n.startswith(PROBE_PREFIX))
     if leftovers:
         return Verdict(ok=False, detail=f"probe directories survived reopening: {leftovers}")
@@ -58,9 +78,15 @@ def _check_open_store(store: RunStore, acceptable: Acceptable) -> Verdict:
     if problem is not None:
         return Verdict(ok=False, detail=problem)
     projection = store_projection(store.database_path)
-    for label, state in acceptable:
+    problem = object_problem(store.root, projection, published)
+    if problem is not None:
+        return Verdict(ok=False, detail=problem)
+    for index, (label, state) in enumerate(acceptable):
         if projection == model_projection(state):
-            note = continue_as_user(store, state)
+            if resumption is not None:
+                note = resumption.resume(store, state, index)
+            else:
+                note = continue_as_user(store, state)
             return Verdict(ok=True, matched=label, detail=note)
     labels = " or ".join(label for label, _ in acceptable)
     differences = "; ".join(
@@ -88,6 +114,39 @@ def sqlite_checks(database_path: str) -> str | None:
         return f"integrity_check: {integrity[:5]!r}"
     if foreign:
         return f"foreign_key_check: {foreign[:5]!r}"
+    return None
+
+
+def object_problem(
+    root: str, projection: Projection, published: Collection[str] = ()
+) -> str | None:
+    """The first registered ``published`` path missing on disk, completed object under
+    ``artifacts/`` that does not verify, is misnamed or disagrees with its artifact row, or
+    unexpected hidden entry there; None when all is well."""
+    rows = {row[2]: row for row in projection["artifacts"]}
+    for path in published:
+        if path in rows and not os.path.isdir(os.path.join(root, path)):
+            return f"the registered object {path} is not on disk"
+    directory = os.path.join(root, staging.ARTIFACTS_DIR)
+    if not os.path.isdir(directory):
+        return None
+    kinds = {kind.value for kind in ArtifactKind}
+    for name in sorted(os.listdir(directory)):
+        if name.startswith(staging.STAGE_PREFIX):
+            continue
+        if name.startswith("."):
+            return f"unexpected hidden entry artifacts/{name}"
+        try:
+            completed = objects.verify(os.path.join(directory, name), sync=False)
+        except RunStoreError as error:
+            return f"the completed object artifacts/{name} does not verify: {error}"
+        kind = name.partition("-")[0]
+        if kind not in kinds or name != f"{kind}-{completed.tree_sha256}":
+            return f"artifacts/{name} verifies with tree hash {completed.tree_sha256}"
+        row = rows.get(f"{staging.ARTIFACTS_DIR}/{name}")
+        digests = (kind, completed.tree_sha256, completed.manifest_sha256)
+        if row is not None and (row[1], row[3], row[4]) != digests:
+            return f"artifacts/{name} disagrees with its artifact row {row!r}"
     return None
 
 

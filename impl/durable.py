@@ -117,9 +117,11 @@ def unlink(path: str) -> None:
     _after("unlink", path)
 
 
-def remove_tree(path: str) -> None:
+def remove_tree(path: str, *, sync_parent: bool = True) -> None:
     """Remove a directory tree made of plain files and directories (never following links),
-    then fsync the parent of ``path``. Used for the store's own disposable directories."""
+    then fsync the parent of ``path`` (unless ``sync_parent`` is False: the caller then
+    syncs it with :func:`fsync_dir` as its own step, a crash boundary of its own). Used for
+    the store's own disposable directories."""
     _before("remove_tree", path)
     for dirpath, dirnames, filenames in os.walk(path, topdown=False):
         for name in filenames:
@@ -131,11 +133,12 @@ def remove_tree(path: str) -> None:
             else:
                 os.rmdir(child)
     os.rmdir(path)
-    fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if sync_parent:
+        fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     _after("remove_tree", path)
 
 

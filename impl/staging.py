@@ -215,11 +215,12 @@ def create_stage(root: str) -> Stage:
 
 
 def remove_stage(stage: Stage) -> bool:
-    """Best effort: remove the stage's directory tree (syncing ``artifacts/``) while still
-    holding its lock, then release the lock. Returns whether the tree is gone; a failure
+    """Best effort: remove the stage's directory tree, then sync ``artifacts/`` (two steps),
+    while still holding its lock, then release the lock. Returns whether the tree is gone; a failure
     is logged, never raised (a leftover stage is recovery's to quarantine)."""
     try:
-        durable.remove_tree(stage.path)
+        durable.remove_tree(stage.path, sync_parent=False)
+        durable.fsync_dir(os.path.dirname(stage.path))
         return True
     except OSError as exc:
         _log.warning("could not remove the stage %s: %s", stage.path, exc)

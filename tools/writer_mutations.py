@@ -11,27 +11,22 @@ tests, vectors or the schema's triggers can see a bug. The mutants are data:
 describes its format), and this module is only the driver, which loads and checks the
 table (:data:`MUTANTS`; a malformed file raises :class:`TableError`) and runs it.
 
-It first snapshots the source tree (:data:`TREE`: impl/, model/, crashsim/, conformance/,
-vectors/, tools/, SPEC.md, README.md, pyproject.toml; never .git or .venv) into a temporary
-directory, so every mutant is judged against the same text even while the real tree is being
-edited. For every mutant (and first for the unmutated baseline) it copies the snapshot,
-applies the mutant to the copy and runs the copy's default suite in a subprocess::
+It snapshots the source tree (:data:`TREE`; never .git or .venv), so every mutant is judged
+against the same text even while the real tree is edited. For every mutant (and first for
+the unmutated baseline) it copies the snapshot, applies the mutant to the copy and runs the
+copy's default suite (or, with ``--tests``, the modules matching the patterns) so::
 
     python -m pytest -x -q -p no:cacheprovider -c <copy>/pyproject.toml --rootdir <copy>
         <copy>/conformance/test_*.py   (fast writer and rule tests first, see ORDER)
 
-with the copy's own pytest configuration (its default markers: slow campaigns stay
-deselected). ``import runstore`` must resolve to the copy, but the editable install's finder
-maps the package onto the real tree. That finder sits at the end of ``sys.meta_path``, so
-the ordinary path finder wins for anything on ``sys.path``: the driver builds a shim
-directory (:func:`build_shim`) in which ``runstore`` is a real directory of symbolic links
-to the copy's impl/ entries, with ``model`` and ``crashsim`` linked to the copy's folders
-(the package-dir map of pyproject.toml), and puts it first on ``PYTHONPATH``. Forked
-crashsim children inherit the imported modules; ``spawn`` workers and the subprocesses
-tests start inherit ``PYTHONPATH``. Before anything runs, :func:`isolation_problem` checks
-that a subprocess and a ``spawn`` child of it import every package from the copy, and that
-a deliberately broken copy fails to import. A mutant is killed when a test fails (a
-timeout counts as killed: the mutant hangs the suite). The real tree is only ever read.
+with the copy's own pytest configuration (slow campaigns stay deselected). The editable
+install's finder (last on ``sys.meta_path``) maps ``runstore`` onto the real tree, so the
+driver builds a shim directory (:func:`build_shim`: ``runstore`` a directory of links to the
+copy's impl/ entries, ``model`` and ``crashsim`` links to its folders) first on
+``PYTHONPATH``, which forked children, ``spawn`` workers and test subprocesses inherit.
+:func:`isolation_problem` first checks that a subprocess and its ``spawn`` child import every
+package from the copy and that a deliberately broken copy fails to import. A mutant is killed
+when a test fails (a timeout counts as killed). The real tree is only ever read.
 
 Usage, from the repository root::
 
@@ -39,17 +34,14 @@ Usage, from the repository root::
     python tools/writer_mutations.py --list        # the table, nothing run
     python tools/writer_mutations.py --only NAME   # a subset (repeatable)
     python tools/writer_mutations.py --jobs 4      # four at a time
-    python tools/writer_mutations.py --only NAME --tests 'test_stateful.py' --show
-                                                   # judged by some modules, reports shown
+    python tools/writer_mutations.py --only NAME --tests test_stateful.py --show
 
-Output: one line per mutant, ``killed NAME -> first failing test``, ``SURVIVED NAME -> ...``,
-``EQUIVALENT NAME -> reason`` (a mutant the table marks ``equivalent`` survived, as
-expected), ``STALE NAME -> why`` (its ``old`` text no longer occurs exactly once, or the
-mutant no longer compiles), ``ERROR`` when pytest itself broke; then ``mutants=N killed=K
-survived=S equivalent=E stale=T seconds=X``. A mutant marked equivalent that a test kills
-is reported as ``killed`` with a note and counted under ``mismarked``. Exit status 1 if
-anything survived, went stale, errored or was mismarked; 2 if the isolation check or the
-baseline run fails.
+Output: one line per mutant (``killed NAME -> first failing test``, ``SURVIVED``,
+``EQUIVALENT`` for a survivor the table marks equivalent, ``STALE`` when its ``old`` text is
+not there exactly once or it does not compile, ``ERROR`` when pytest broke), then
+``mutants=N killed=K survived=S equivalent=E stale=T seconds=X``; a killed mutant marked
+equivalent counts as ``mismarked``. Exit status 1 if anything survived, went stale, errored
+or was mismarked; 2 if the isolation check or the baseline fails.
 
 ``conformance/test_writer_mutations.py`` checks the table itself (fast: no mutant runs).
 """
@@ -82,17 +74,9 @@ TREE: tuple[str, ...] = ("impl", "model", "crashsim", "conformance", "vectors", 
 TREE += ("SPEC.md", "README.md", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", ".hypothesis", ".pytest_cache", ".typecheck")
 CONFORMANCE = Path("conformance")
-ORDER = (
-    "test_rules*.py",
-    "test_writer_*.py",
-    "test_lockstep.py",
-    "test_model_*.py",
-    "test_vectors.py",
-    "test_records.py",
-    "test_canonical.py",
-    "test_stateful.py",
-    "test_crashsim.py",
-)
+ORDER = ("test_rules*.py", "test_writer_*.py", "test_lockstep.py", "test_model_*.py")
+ORDER += ("test_vectors.py", "test_records.py", "test_canonical.py", "test_stateful.py")
+ORDER += ("test_crashsim.py",)
 """Test modules that run first, in this order (fast and close to the writer, so a mutant
 dies early); every other ``test_*.py`` follows in name order."""
 NOT_JUDGES = frozenset({"test_writer_mutations.py"})
@@ -432,13 +416,10 @@ def report(
 ) -> Outcome:
     """:func:`judge`, first printing the failure report (pytest's output from its first
     failure on, the shrunk Hypothesis program included) when ``show`` asks for it."""
-    outcome = judge(mutant, code, output)
+    outcome, lines = judge(mutant, code, output), output.splitlines()
     if show and outcome.status == "killed":
-        lines = output.splitlines()
         start = next((i for i, line in enumerate(lines) if line.startswith("=" * 10)), 0)
-        out(f"--- {mutant.name}: failure report")
-        for line in lines[start:]:
-            out(f"    {line}")
+        out("\n    ".join([f"--- {mutant.name}: failure report", *lines[start:]]))
     return outcome
 
 
@@ -460,16 +441,8 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) ->
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
     parser.add_argument("--list", action="store_true", help="print the table and exit")
     parser.add_argument("--jobs", type=int, default=JOBS)
-    parser.add_argument(
-        "--tests",
-        action="append",
-        default=[],
-        metavar="PATTERN",
-        help="judge by the conformance modules matching PATTERN only (repeatable)",
-    )
-    parser.add_argument(
-        "--show", action="store_true", help="print each killed mutant's failure report"
-    )
+    parser.add_argument("--tests", action="append", default=[], metavar="PATTERN")
+    parser.add_argument("--show", action="store_true", help="print killed mutants' reports")
     args = parser.parse_args(argv)
     mutants = select(args.only)
     if args.list:
