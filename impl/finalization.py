@@ -174,11 +174,8 @@ def commit_finalization(
     Accepted; then registration_conflict (artifact digests; the artifact is already
     another attempt's final artifact) and unknown_artifact. Commits as :func:`finish`.
     """
-    shape = None
-    if artifact.kind is not ArtifactKind.ATTEMPT:
-        shape = InvalidRecordError("the final artifact must be of kind attempt")
     attempt, finished, now = check_commit(
-        connection, guard, outcome, artifact, references, finished_at_ns, now_ns, shape
+        connection, guard, outcome, artifact, references, finished_at_ns, now_ns
     )
     return finish(connection, attempt, finished, now, outcome, artifact, references)
 
@@ -191,11 +188,13 @@ def check_commit(
     references: Sequence[tuple[str, str]],
     finished_at_ns: int,
     now_ns: int,
-    shape: RunStoreError | None,
 ) -> tuple[AttemptRecord, int, int]:
-    """:func:`commit_finalization`'s checks after its artifact-kind check (``shape``), in
-    its order; returns the attempt, the effective finish time and the effective commit
-    time."""
+    """:func:`commit_finalization`'s checks, in its order (the artifact's kind and the
+    references' shape first, with the ranges); returns the attempt, the effective finish
+    time and the effective commit time."""
+    shape: RunStoreError | None = None
+    if artifact.kind is not ArtifactKind.ATTEMPT:
+        shape = InvalidRecordError("the final artifact must be of kind attempt")
     checked = check_guard(
         connection,
         guard,

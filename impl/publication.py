@@ -36,7 +36,6 @@ from runstore.receipts import (
     PublishedFinalization,
     TerminalAttempt,
 )
-from runstore.records import ArtifactRegistration
 from runstore.requests import TerminalOutcome
 
 T = TypeVar("T")
@@ -126,19 +125,7 @@ def _verify_existing(destination: str, completed: objects.CompletedObject) -> No
 
 def _address(kind: ArtifactKind, completed: objects.CompletedObject) -> str:
     """The store path of the completed object: ``artifacts/<kind>-<tree sha256>``."""
-    return f"{staging.ARTIFACTS_DIR}/{kind.value}-{completed.tree_sha256}"
-
-
-def _registration(
-    kind: ArtifactKind, completed: objects.CompletedObject, verified_at_ns: int
-) -> ArtifactRegistration:
-    return ArtifactRegistration(
-        kind=kind,
-        path=_address(kind, completed),
-        content_sha256=completed.tree_sha256,
-        manifest_sha256=completed.manifest_sha256,
-        verified_at_ns=verified_at_ns,
-    )
+    return objects.address(kind, completed.tree_sha256)[1]
 
 
 def publish_artifact(
@@ -158,7 +145,7 @@ def publish_artifact(
         inventory = objects.scan(stage.object_path, reserved=(MANIFEST_NAME,))
         completed = objects.complete(stage.object_path, inventory, {})
         _place(root, stage, completed, _address(kind, completed))
-        artifact = _registration(kind, completed, max(sample(clock), acquired))
+        artifact = objects.registration(kind, completed, max(sample(clock), acquired))
 
         def commit(connection: sqlite3.Connection) -> tuple[None, tuple[()]]:
             publication_tx.publish_staged(
@@ -223,7 +210,9 @@ def publish_finalization(
         )
         completed = objects.complete(stage.object_path, inventory, {OUTCOME_NAME: document})
         _place(root, stage, completed, _address(ArtifactKind.ATTEMPT, completed))
-        artifact = _registration(ArtifactKind.ATTEMPT, completed, max(sample(clock), acquired))
+        artifact = objects.registration(
+            ArtifactKind.ATTEMPT, completed, max(sample(clock), acquired)
+        )
 
         def commit(connection: sqlite3.Connection) -> tuple[TerminalAttempt, list[CommittedEvent]]:
             terminal, event = publication_tx.publish_finalization_commit(

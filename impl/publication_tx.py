@@ -162,11 +162,8 @@ def publish_finalization_commit(
     then snapshot_changed when the document's ``snapshot`` no longer describes the
     records; commits as :func:`runstore.finalization.finish` (releasing the stage's lease
     with the attempt's others)."""
-    shape = None
-    if artifact.kind is not ArtifactKind.ATTEMPT:
-        shape = InvalidRecordError("the final artifact must be of kind attempt")
     attempt, finished, now = check_commit(
-        connection, guard, outcome, artifact, references, finished_at_ns, now_ns, shape
+        connection, guard, outcome, artifact, references, finished_at_ns, now_ns
     )
     _check_stage(connection, attempt.id, staging_lease_id, now)
     if outcome_document.snapshot(connection, attempt.id, outcome) != snapshot:

@@ -266,14 +266,7 @@ def commit_finalization(
     )
     if error is not None:
         return state, refused(error)
-    shape = None
-    if artifact.kind is not ArtifactKind.ATTEMPT:
-        shape = refuse(InvalidRecordError, "the final artifact must be of kind attempt")
-    if shape is None and (error := references_refusal(references)) is not None:
-        shape = refused(error)
-    checked = check_commit(
-        state, guard, outcome, artifact, references, finished_at_ns, now_ns, shape
-    )
+    checked = check_commit(state, guard, outcome, artifact, references, finished_at_ns, now_ns)
     if isinstance(checked, Refusal):
         return state, checked
     attempt, finished, now = checked
@@ -288,10 +281,15 @@ def check_commit(
     references: Sequence[tuple[str, str]],
     finished_at_ns: int,
     now_ns: int,
-    shape: Refusal | None,
 ) -> tuple[AttemptRow, int, int] | Refusal:
-    """:func:`commit_finalization`'s checks after its shape checks (``shape``), in its
-    order; returns the attempt, the effective finish time and the effective commit time."""
+    """:func:`commit_finalization`'s checks after its argument types, in its order (the
+    artifact's kind and the references' shape first, with the ranges); returns the attempt,
+    the effective finish time and the effective commit time."""
+    shape = None
+    if artifact.kind is not ArtifactKind.ATTEMPT:
+        shape = refuse(InvalidRecordError, "the final artifact must be of kind attempt")
+    if shape is None and (error := references_refusal(references)) is not None:
+        shape = refused(error)
     checked = check_guard(
         state,
         guard,

@@ -196,14 +196,7 @@ def publish_finalization_commit(
     )
     if error is not None:
         return state, refused(error)
-    shape = None
-    if artifact.kind is not ArtifactKind.ATTEMPT:
-        shape = refuse(InvalidRecordError, "the final artifact must be of kind attempt")
-    if shape is None and (error := references_refusal(references)) is not None:
-        shape = refused(error)
-    checked = check_commit(
-        state, guard, outcome, artifact, references, finished_at_ns, now_ns, shape
-    )
+    checked = check_commit(state, guard, outcome, artifact, references, finished_at_ns, now_ns)
     if isinstance(checked, Refusal):
         return state, checked
     attempt, finished, now = checked
