@@ -275,12 +275,14 @@ def complete(
         if key > _MANIFEST_KEY:
             late.append((path, file))
             if file is not None:
-                digests[path], read_as[path] = _stream(object_dir, file, sync=True)
+                synced = path not in runtime_files  # written and synced just above
+                digests[path], read_as[path] = _stream(object_dir, file, sync=synced)
         elif file is None:
             tree.directory(path)
         else:
             tree.file(path, file.executable, file.size)
-            digests[path], read_as[path] = _stream(object_dir, file, sync=True, tree=tree)
+            synced = path not in runtime_files
+            digests[path], read_as[path] = _stream(object_dir, file, sync=synced, tree=tree)
     _sync_directories(object_dir, expected.directories)
 
     # The callback must have relinquished its writers; a change now would make the manifest
