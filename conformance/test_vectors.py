@@ -25,7 +25,6 @@ from typing import Any
 import attrs
 import pytest
 from runstore import (
-    Accepted,
     ApplicabilityDecision,
     ArtifactRegistration,
     AttemptSlot,
@@ -33,19 +32,12 @@ from runstore import (
     Censored,
     ClaimDisposition,
     CommittedEvent,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
     Observation,
     ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
     ResolvedRun,
-    Retry,
-    RetryAuthorization,
     RunStore,
-    Superseded,
     TerminalAttempt,
     TerminalOutcome,
 )
@@ -54,6 +46,7 @@ from runstore.errors import RunStoreError
 from runstore.identity import PREFIXES, identity_input, run_attempt_id
 from runstore.testing.lockstep import ModelWriter
 from runstore.testing.script import GUARDED, Call
+from vector_readers import authorization_of, lease_of, outcome_of
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "vectors"
@@ -536,35 +529,6 @@ def test_event_history_is_one_chain_per_attempt() -> None:
             assert case["kind"] == "attempt_reserved"
         assert last.get(case["attempt_id"], ("", 0, 0))[0] not in TERMINAL
         last[case["attempt_id"]] = (payload["to"], payload["revision"], at_ns)
-
-
-def lease_of(document: dict[str, Any]) -> LeaseRequest:
-    return LeaseRequest(
-        lease_id=document["lease_id"],
-        owner_token=document["owner_token"],
-        expires_at_ns=ns_from_json(document["expires_at_ns"]),
-    )
-
-
-def authorization_of(document: dict[str, Any]) -> RetryAuthorization:
-    if document["kind"] == "first_attempt":
-        return FirstAttempt()
-    if document["kind"] == "next":
-        return Next(retry=document["retry"])
-    assert document["kind"] == "retry"
-    return Retry(next_index=document["next_index"], max_index=document["max_index"])
-
-
-def outcome_of(document: dict[str, Any]) -> TerminalOutcome:
-    state = document["state"]
-    if state == "failed":
-        return Failed(code=document["code"], details=document["details"])
-    if state == "censored":
-        return Censored(reason=document["reason"])
-    if state == "superseded":
-        return Superseded()
-    assert state == "accepted"
-    return Accepted()
 
 
 def result_document(result: object) -> dict[str, Any]:

@@ -19,26 +19,17 @@ from typing import Any
 
 import pytest
 from runstore import (
-    Accepted,
     ApplicabilityDecision,
     ArtifactRegistration,
     AttemptSlot,
     AttemptState,
-    Censored,
     ClaimDisposition,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
     Observation,
     ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
     ResolvedRun,
-    Retry,
-    RetryAuthorization,
     RunStore,
-    Superseded,
     TerminalAttempt,
     TerminalOutcome,
 )
@@ -47,6 +38,7 @@ from runstore import outcome_document as store_builder
 from runstore.canonical import decode, encode, ns_from_json
 from runstore.model import outcome_document as model_builder
 from runstore.testing.lockstep import ModelWriter, Writer
+from vector_readers import authorization_of, lease_of, outcome_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "vectors" / "outcomes.json"
@@ -82,35 +74,6 @@ def read() -> dict[str, Any]:
 
 VECTORS = read()
 CASES = VECTORS["outcomes"]
-
-
-def lease_of(document: dict[str, Any]) -> LeaseRequest:
-    return LeaseRequest(
-        lease_id=document["lease_id"],
-        owner_token=document["owner_token"],
-        expires_at_ns=ns_from_json(document["expires_at_ns"]),
-    )
-
-
-def authorization_of(document: dict[str, Any]) -> RetryAuthorization:
-    if document["kind"] == "first_attempt":
-        return FirstAttempt()
-    if document["kind"] == "next":
-        return Next(retry=document["retry"])
-    assert document["kind"] == "retry"
-    return Retry(next_index=document["next_index"], max_index=document["max_index"])
-
-
-def outcome_of(document: dict[str, Any]) -> TerminalOutcome:
-    state = document["state"]
-    if state == "failed":
-        return Failed(code=document["code"], details=document["details"])
-    if state == "censored":
-        return Censored(reason=document["reason"])
-    if state == "superseded":
-        return Superseded()
-    assert state == "accepted"
-    return Accepted()
 
 
 def pairs(references: list[list[str]]) -> list[tuple[str, str]]:
