@@ -69,12 +69,11 @@ def check_enum(value: object, kind: type[_E], field: str) -> _E:
     return value
 
 
+_LOWER_HEX: Final = frozenset("0123456789abcdef")
+
+
 def check_digest(value: object, field: str) -> str:
-    if (
-        type(value) is not str
-        or len(value) != 64
-        or any(char not in "0123456789abcdef" for char in value)
-    ):
+    if type(value) is not str or len(value) != 64 or not _LOWER_HEX.issuperset(value):
         raise InvalidRecordError(f"{field} must be 64 lowercase hex characters")
     return value
 
