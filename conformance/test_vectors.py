@@ -46,7 +46,7 @@ from runstore.errors import RunStoreError
 from runstore.identity import PREFIXES, identity_input, run_attempt_id
 from runstore.testing.lockstep import ModelWriter
 from runstore.testing.script import GUARDED, Call
-from vector_readers import authorization_of, lease_of, outcome_of
+from vector_readers import replay, result_document
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "vectors"
@@ -529,78 +529,6 @@ def test_event_history_is_one_chain_per_attempt() -> None:
             assert case["kind"] == "attempt_reserved"
         assert last.get(case["attempt_id"], ("", 0, 0))[0] not in TERMINAL
         last[case["attempt_id"]] = (payload["to"], payload["revision"], at_ns)
-
-
-def result_document(result: object) -> dict[str, Any]:
-    if isinstance(result, str):
-        return {"slot_id": result}
-    if isinstance(result, ClaimDisposition):
-        return {**result_document(result.attempt), "claimed": result.claimed}
-    if isinstance(result, ObservationReceipt):
-        return {
-            **result_document(result.attempt),
-            "observation_id": result.observation_id,
-            "selected": result.selected,
-            "selection": result.selection,
-            "event_sequence": result.event_sequence,
-        }
-    if isinstance(result, OwnedAttempt):
-        return {
-            "attempt_id": result.attempt_id,
-            "retry_index": result.retry_index,
-            "state": result.state.value,
-            "revision": result.revision,
-            "claimed": result.claim_lease_id is not None,
-        }
-    assert isinstance(result, TerminalAttempt)
-    return {
-        "attempt_id": result.attempt_id,
-        "retry_index": result.retry_index,
-        "state": result.state.value,
-        "revision": result.revision,
-        "finished_at_ns": ns_to_json(result.finished_at_ns),
-        "event_sequence": result.event_sequence,
-    }
-
-
-def replay(store: RunStore, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
-    """Apply one operation of events.json; ``attempt_id`` names the latest guard."""
-    name, a = operation["operation"], operation["arguments"]
-    if name == "register_one_shot":
-        return store.register_one_shot(
-            ApplicabilityDecision.from_json(a["candidate"]),
-            ResolvedRun.from_json(a["run"]),
-            AttemptSlot.from_json(a["attempt_slot"]),
-            ObservationSlot.from_json(a["observation_slot"]),
-        )
-    now_ns = ns_from_json(a["now_ns"])
-    if name == "reserve":
-        authorization = authorization_of(a["authorization"])
-        return store.reserve(a["slot_id"], authorization, lease_of(a["lease"]), now_ns)
-    guard = guards[a["attempt_id"]]
-    if name == "advance":
-        return store.advance(guard, AttemptState(a["phase"]), now_ns)
-    if name == "begin_finalization":
-        return store.begin_finalization(guard, lease_of(a["lease"]), now_ns)
-    if name == "register_observation":
-        return store.register_observation(
-            guard,
-            Observation.from_json(a["observation"]),
-            ArtifactRegistration.from_json(a["artifact"]),
-            [(role, artifact_id) for role, artifact_id in a["references"]],
-            a["select"],
-            now_ns,
-        )
-    assert name == "commit_finalization"
-    references = [(role, artifact_id) for role, artifact_id in a["references"]]
-    return store.commit_finalization(
-        guard,
-        outcome_of(a["outcome"]),
-        ArtifactRegistration.from_json(a["artifact"]),
-        references,
-        ns_from_json(a["finished_at_ns"]),
-        now_ns,
-    )
 
 
 def test_event_operations_replay_to_the_same_bytes(tmp_path: Path) -> None:

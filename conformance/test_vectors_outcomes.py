@@ -19,18 +19,10 @@ from typing import Any
 
 import pytest
 from runstore import (
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    AttemptState,
     ClaimDisposition,
-    Observation,
     ObservationReceipt,
-    ObservationSlot,
     OwnedAttempt,
-    ResolvedRun,
     RunStore,
-    TerminalAttempt,
     TerminalOutcome,
 )
 from runstore import model as m
@@ -38,7 +30,7 @@ from runstore import outcome_document as store_builder
 from runstore.canonical import decode, encode, ns_from_json
 from runstore.model import outcome_document as model_builder
 from runstore.testing.lockstep import ModelWriter, Writer
-from vector_readers import authorization_of, lease_of, outcome_of
+from vector_readers import outcome_of, pairs, replay, result_document
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "vectors" / "outcomes.json"
@@ -74,88 +66,6 @@ def read() -> dict[str, Any]:
 
 VECTORS = read()
 CASES = VECTORS["outcomes"]
-
-
-def pairs(references: list[list[str]]) -> list[tuple[str, str]]:
-    return [(role, artifact_id) for role, artifact_id in references]
-
-
-def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
-    """Apply one operation; a guarded one's ``attempt_id`` names the latest guard."""
-    name, a = operation["operation"], operation["arguments"]
-    if name == "register_slots":
-        return writer.register_slots(
-            ApplicabilityDecision.from_json(a["candidate"]),
-            ResolvedRun.from_json(a["run"]),
-            AttemptSlot.from_json(a["attempt_slot"]),
-            [ObservationSlot.from_json(slot) for slot in a["observation_slots"]],
-        )
-    if name == "register_one_shot":
-        return writer.register_one_shot(
-            ApplicabilityDecision.from_json(a["candidate"]),
-            ResolvedRun.from_json(a["run"]),
-            AttemptSlot.from_json(a["attempt_slot"]),
-            ObservationSlot.from_json(a["observation_slot"]),
-        )
-    now_ns = ns_from_json(a["now_ns"])
-    if name == "reserve":
-        authorization = authorization_of(a["authorization"])
-        return writer.reserve(a["slot_id"], authorization, lease_of(a["lease"]), now_ns)
-    guard = guards[a["attempt_id"]]
-    if name == "advance":
-        return writer.advance(guard, AttemptState(a["phase"]), now_ns)
-    if name == "begin_finalization":
-        return writer.begin_finalization(guard, lease_of(a["lease"]), now_ns)
-    if name == "register_observation":
-        return writer.register_observation(
-            guard,
-            Observation.from_json(a["observation"]),
-            ArtifactRegistration.from_json(a["artifact"]),
-            pairs(a["references"]),
-            a["select"],
-            now_ns,
-        )
-    assert name == "commit_finalization"
-    return writer.commit_finalization(
-        guard,
-        outcome_of(a["outcome"]),
-        ArtifactRegistration.from_json(a["artifact"]),
-        pairs(a["references"]),
-        ns_from_json(a["finished_at_ns"]),
-        now_ns,
-    )
-
-
-def result_document(result: object) -> dict[str, Any]:
-    if isinstance(result, str):
-        return {"slot_id": result}
-    if isinstance(result, ClaimDisposition):
-        return {**result_document(result.attempt), "claimed": result.claimed}
-    if isinstance(result, ObservationReceipt):
-        return {
-            **result_document(result.attempt),
-            "observation_id": result.observation_id,
-            "selected": result.selected,
-            "selection": result.selection,
-            "event_sequence": result.event_sequence,
-        }
-    if isinstance(result, OwnedAttempt):
-        return {
-            "attempt_id": result.attempt_id,
-            "retry_index": result.retry_index,
-            "state": result.state.value,
-            "revision": result.revision,
-            "claimed": result.claim_lease_id is not None,
-        }
-    assert isinstance(result, TerminalAttempt)
-    return {
-        "attempt_id": result.attempt_id,
-        "retry_index": result.retry_index,
-        "state": result.state.value,
-        "revision": result.revision,
-        "finished_at_ns": str(result.finished_at_ns),
-        "event_sequence": result.event_sequence,
-    }
 
 
 def play(writer: Writer, case: dict[str, Any], events: list[int]) -> None:

@@ -1,6 +1,8 @@
-"""Reading the plain-JSON argument forms the vector files share (``vectors/README.md``):
-leases, retry authorizations and terminal outcomes, as an independent implementation would
-read them. Used by ``test_vectors.py`` (events) and ``test_vectors_outcomes.py``.
+"""Reading the plain-JSON forms the vector files share (``vectors/README.md``), as an
+independent implementation would: leases, retry authorizations, terminal outcomes, writer
+operations (replayed on any writer) and the documents of their results. Used by
+``test_vectors.py`` (events) and ``test_vectors_outcomes.py``; independent of the
+generator's own encoders in ``tools/vectorgen``.
 """
 
 from __future__ import annotations
@@ -9,17 +11,29 @@ from typing import Any
 
 from runstore import (
     Accepted,
+    ApplicabilityDecision,
+    ArtifactRegistration,
+    AttemptSlot,
+    AttemptState,
     Censored,
+    ClaimDisposition,
     Failed,
     FirstAttempt,
     LeaseRequest,
     Next,
+    Observation,
+    ObservationReceipt,
+    ObservationSlot,
+    OwnedAttempt,
+    ResolvedRun,
     Retry,
     RetryAuthorization,
     Superseded,
+    TerminalAttempt,
     TerminalOutcome,
 )
-from runstore.canonical import ns_from_json
+from runstore.canonical import ns_from_json, ns_to_json
+from runstore.testing.lockstep import Writer
 
 
 def lease_of(document: dict[str, Any]) -> LeaseRequest:
@@ -49,3 +63,85 @@ def outcome_of(document: dict[str, Any]) -> TerminalOutcome:
         return Superseded()
     assert state == "accepted"
     return Accepted()
+
+
+def pairs(references: list[list[str]]) -> list[tuple[str, str]]:
+    return [(role, artifact_id) for role, artifact_id in references]
+
+
+def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
+    """Apply one operation; a guarded one's ``attempt_id`` names the latest guard."""
+    name, a = operation["operation"], operation["arguments"]
+    if name == "register_slots":
+        return writer.register_slots(
+            ApplicabilityDecision.from_json(a["candidate"]),
+            ResolvedRun.from_json(a["run"]),
+            AttemptSlot.from_json(a["attempt_slot"]),
+            [ObservationSlot.from_json(slot) for slot in a["observation_slots"]],
+        )
+    if name == "register_one_shot":
+        return writer.register_one_shot(
+            ApplicabilityDecision.from_json(a["candidate"]),
+            ResolvedRun.from_json(a["run"]),
+            AttemptSlot.from_json(a["attempt_slot"]),
+            ObservationSlot.from_json(a["observation_slot"]),
+        )
+    now_ns = ns_from_json(a["now_ns"])
+    if name == "reserve":
+        authorization = authorization_of(a["authorization"])
+        return writer.reserve(a["slot_id"], authorization, lease_of(a["lease"]), now_ns)
+    guard = guards[a["attempt_id"]]
+    if name == "advance":
+        return writer.advance(guard, AttemptState(a["phase"]), now_ns)
+    if name == "begin_finalization":
+        return writer.begin_finalization(guard, lease_of(a["lease"]), now_ns)
+    if name == "register_observation":
+        return writer.register_observation(
+            guard,
+            Observation.from_json(a["observation"]),
+            ArtifactRegistration.from_json(a["artifact"]),
+            pairs(a["references"]),
+            a["select"],
+            now_ns,
+        )
+    assert name == "commit_finalization"
+    return writer.commit_finalization(
+        guard,
+        outcome_of(a["outcome"]),
+        ArtifactRegistration.from_json(a["artifact"]),
+        pairs(a["references"]),
+        ns_from_json(a["finished_at_ns"]),
+        now_ns,
+    )
+
+
+def result_document(result: object) -> dict[str, Any]:
+    if isinstance(result, str):
+        return {"slot_id": result}
+    if isinstance(result, ClaimDisposition):
+        return {**result_document(result.attempt), "claimed": result.claimed}
+    if isinstance(result, ObservationReceipt):
+        return {
+            **result_document(result.attempt),
+            "observation_id": result.observation_id,
+            "selected": result.selected,
+            "selection": result.selection,
+            "event_sequence": result.event_sequence,
+        }
+    if isinstance(result, OwnedAttempt):
+        return {
+            "attempt_id": result.attempt_id,
+            "retry_index": result.retry_index,
+            "state": result.state.value,
+            "revision": result.revision,
+            "claimed": result.claim_lease_id is not None,
+        }
+    assert isinstance(result, TerminalAttempt)
+    return {
+        "attempt_id": result.attempt_id,
+        "retry_index": result.retry_index,
+        "state": result.state.value,
+        "revision": result.revision,
+        "finished_at_ns": ns_to_json(result.finished_at_ns),
+        "event_sequence": result.event_sequence,
+    }
