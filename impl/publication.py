@@ -20,7 +20,15 @@ import stat
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol, TypeVar
 
-from runstore import arguments, durable, objects, outcome_document, publication_tx, staging
+from runstore import (
+    arguments,
+    canonical,
+    durable,
+    objects,
+    outcome_document,
+    publication_tx,
+    staging,
+)
 from runstore.canonical import JSON
 from runstore.enums import ArtifactKind
 from runstore.errors import (
@@ -169,17 +177,24 @@ def _prepare_outcome(
     now_ns: int,
 ) -> tuple[int, bytes, dict[str, JSON]]:
     """Check the finalization at the finish-time sample and build the outcome document
-    and its snapshot from one consistent view. Returns (finish time, bytes, snapshot)."""
+    from one consistent view. Returns (finish time, bytes, the snapshot those bytes hold)."""
 
     def check(connection: sqlite3.Connection) -> tuple[int, bytes, dict[str, JSON]]:
         finished = publication_tx.check_finalization(connection, guard, outcome, references, now_ns)
         document = outcome_document.outcome_document(
             connection, guard.attempt_id, outcome, references, finished
         )
-        snapshot = outcome_document.snapshot(connection, guard.attempt_id, outcome)
-        return finished, document, snapshot
+        return finished, document, _snapshot_of(document)
 
     return write(lambda c: (check(c), ()))
+
+
+def _snapshot_of(document: bytes) -> dict[str, JSON]:
+    """The ``snapshot`` the document's bytes hold: what the final transaction compares with
+    the records, read back rather than queried twice."""
+    snapshot = canonical.decode_object(document)["snapshot"]
+    assert isinstance(snapshot, dict)
+    return snapshot
 
 
 def publish_finalization(
