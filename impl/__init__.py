@@ -11,7 +11,8 @@ The public surface, importable from ``runstore`` directly:
   ``ObservationSlot``, ``Observation``, ``ArtifactRegistration``), the requests
   (``LeaseRequest``, ``FirstAttempt``, ``Next``, ``Retry``, ``Accepted``, ``Censored``,
   ``Superseded``, ``Failed``), the guard and receipts (``OwnedAttempt``,
-  ``ClaimDisposition``, ``ObservationReceipt``, ``TerminalAttempt``, ``CommittedEvent``)
+  ``ClaimDisposition``, ``ObservationReceipt``, ``TerminalAttempt``, ``CommittedEvent``,
+  ``PublishedArtifact``, ``PublishedFinalization``, ``RecoveryReport``, ``RejectedArtifact``)
   and ``run_attempt_id``.
 
 Importing ``runstore`` (or the pure model, ``runstore.model``) loads only the value layer:
@@ -52,6 +53,7 @@ from runstore.records import (
     ObservationSlot,
     ResolvedRun,
 )
+from runstore.recovery_report import RecoveryReport, RejectedArtifact
 from runstore.requests import (
     Accepted,
     Censored,
@@ -115,6 +117,8 @@ __all__ = [
     "OwnedAttempt",
     "PublishedArtifact",
     "PublishedFinalization",
+    "RecoveryReport",
+    "RejectedArtifact",
     "ResolvedRun",
     "Retry",
     "RetryAuthorization",

@@ -18,10 +18,12 @@ compared as UTF-8 bytes (which is code point order).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
-from runstore.canonical import JSON, encode, ns_to_json
-from runstore.requests import Censored, Failed, TerminalOutcome
+import attrs
+from runstore.canonical import JSON, decode_object, encode, ns_from_json, ns_to_json
+from runstore.errors import InvalidRecordError
+from runstore.requests import Accepted, Censored, Failed, Superseded, TerminalOutcome
 
 RUN_STORE_VERSION: Final = 1
 """``run_store_version`` of every outcome document this module writes."""
@@ -168,3 +170,85 @@ def outcome_document(
         "started_at_ns": ns_to_json(started_at_ns),
     }
     return encode(document)
+
+
+@attrs.frozen(kw_only=True)
+class OutcomeClaim:
+    """What an ``outcome.json`` claims, read back: the attempt it names, the outcome, its
+    dependency references as ``(role, artifact id)`` pairs (document order) and the finish
+    time. Recovery rebuilds the document from these and compares bytes."""
+
+    attempt_id: str
+    outcome: TerminalOutcome
+    references: tuple[tuple[str, str], ...]
+    finished_at_ns: int
+
+
+_DOCUMENT_KEYS: Final = frozenset(
+    {
+        "attempt",
+        "dependencies",
+        "finished_at_ns",
+        "outcome",
+        "run_store_version",
+        "snapshot",
+        "started_at_ns",
+    }
+)
+
+
+def _member(document: dict[str, JSON], key: str, kind: type) -> Any:
+    value = document.get(key)
+    if type(value) is not kind:
+        raise InvalidRecordError(f"{key} must be a {kind.__name__}")
+    return value
+
+
+def _outcome(entry: dict[str, JSON]) -> TerminalOutcome:
+    state = _member(entry, "state", str)
+    shapes: dict[str, tuple[set[str], Callable[[], TerminalOutcome]]] = {
+        "accepted": ({"state"}, Accepted),
+        "superseded": ({"state"}, Superseded),
+        "censored": ({"state", "reason"}, lambda: Censored(reason=_member(entry, "reason", str))),
+        "failed": (
+            {"state", "failure_code", "details"},
+            lambda: Failed(
+                code=_member(entry, "failure_code", str), details=_member(entry, "details", dict)
+            ),
+        ),
+    }
+    if state not in shapes:
+        raise InvalidRecordError(f"outcome state {state!r:.40} is not terminal")
+    keys, build = shapes[state]
+    if set(entry) != keys:
+        raise InvalidRecordError(f"a {state} outcome has exactly the keys {sorted(keys)}")
+    return build()
+
+
+def read_outcome(data: bytes) -> OutcomeClaim:
+    """Read the claims of an ``outcome.json`` (SPEC.md section 13): canonical JSON, the
+    document's exact keys, ``run_store_version`` 1, an attempt id, a terminal outcome,
+    ``{"role", "artifact": {"id", ...}}`` dependencies and a decimal finish time. Refuses
+    anything else with ``invalid_record`` (or the canonical reader's code). It checks shape
+    only: whether the claims are true is the caller's comparison of bytes."""
+    document = decode_object(data)
+    if set(document) != _DOCUMENT_KEYS:
+        raise InvalidRecordError("not an outcome document: its keys differ")
+    if (
+        document["run_store_version"] != RUN_STORE_VERSION
+        or type(document["run_store_version"]) is not int
+    ):
+        raise InvalidRecordError("run_store_version must be 1")
+    attempt_id = _member(_member(document, "attempt", dict), "id", str)
+    references: list[tuple[str, str]] = []
+    for item in _member(document, "dependencies", list):
+        if type(item) is not dict or set(item) != {"artifact", "role"}:
+            raise InvalidRecordError("a dependency has exactly the keys artifact and role")
+        role = _member(item, "role", str)
+        references.append((role, _member(_member(item, "artifact", dict), "id", str)))
+    return OutcomeClaim(
+        attempt_id=attempt_id,
+        outcome=_outcome(_member(document, "outcome", dict)),
+        references=tuple(references),
+        finished_at_ns=ns_from_json(_member(document, "finished_at_ns", str)),
+    )

@@ -95,7 +95,7 @@ def _open_stage(
     return stage, acquired
 
 
-def _place(root: str, stage: staging.Stage, completed: objects.CompletedObject, path: str) -> None:
+def place(root: str, stage: staging.Stage, completed: objects.CompletedObject, path: str) -> None:
     """Rename the completed object to its address without replacement, or verify that
     the address already holds the identical object; then sync both parents."""
     destination = os.path.join(root, path)
@@ -152,7 +152,7 @@ def publish_artifact(
         populate(stage.object_path)
         inventory = objects.scan(stage.object_path, reserved=(MANIFEST_NAME,))
         completed = objects.complete(stage.object_path, inventory, {})
-        _place(root, stage, completed, _address(kind, completed))
+        place(root, stage, completed, _address(kind, completed))
         artifact = objects.registration(kind, completed, max(sample(clock), acquired))
 
         def commit(connection: sqlite3.Connection) -> tuple[None, tuple[()]]:
@@ -224,7 +224,7 @@ def publish_finalization(
             write, guard, outcome, references, finish_sample
         )
         completed = objects.complete(stage.object_path, inventory, {OUTCOME_NAME: document})
-        _place(root, stage, completed, _address(ArtifactKind.ATTEMPT, completed))
+        place(root, stage, completed, _address(ArtifactKind.ATTEMPT, completed))
         artifact = objects.registration(
             ArtifactKind.ATTEMPT, completed, max(sample(clock), acquired)
         )

@@ -12,7 +12,7 @@ from typing import ClassVar, Final, TypeAlias
 
 import attrs
 from runstore.canonical import JSON, decode_object
-from runstore.enums import AttemptState
+from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.errors import InvalidRecordError
 from runstore.validation import (
     MAX_REASON_LENGTH,
@@ -117,3 +117,25 @@ def interrupted_outcome(cause: str, interrupted_state: AttemptState) -> Failed:
     interrupted in."""
     details: dict[str, JSON] = {"cause": cause, "interrupted_state": interrupted_state.value}
     return Failed(code=INTERRUPTED_ATTEMPT, details=details)
+
+
+def interrupted_claims(outcome: TerminalOutcome) -> tuple[str, AttemptState] | None:
+    """``(cause, interrupted_state)`` when ``outcome`` is exactly the shape
+    :func:`interrupted_outcome` builds (code ``interrupted_attempt``, details with exactly a
+    string ``cause`` and a nonterminal ``interrupted_state``), else None. Recovery reads
+    its own published failures back with this (SPEC.md section 14)."""
+    if not isinstance(outcome, Failed) or outcome.code != INTERRUPTED_ATTEMPT:
+        return None
+    details = outcome.details
+    cause, state = details.get("cause"), details.get("interrupted_state")
+    if set(details) != {"cause", "interrupted_state"} or type(cause) is not str:
+        return None
+    if type(state) is not str:
+        return None
+    try:
+        interrupted = AttemptState(state)
+    except ValueError:
+        return None
+    if interrupted in TERMINAL_STATES:
+        return None
+    return cause, interrupted

@@ -24,6 +24,7 @@ from runstore import (
     observations,
     probes,
     publication,
+    recovery,
     registration,
     schema_check,
     sql,
@@ -56,6 +57,7 @@ from runstore.records import (
     ObservationSlot,
     ResolvedRun,
 )
+from runstore.recovery_report import RecoveryReport
 from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
 from runstore.schema_sql import RUN_STORE_SCHEMA_VERSION
 
@@ -324,6 +326,18 @@ class RunStore:
         return publication.publish_finalization(
             self._root, self._write, attempt, outcome, references, populate, clock
         )
+
+    # --- explicit recovery --------------------------------------------------------------------
+
+    def recover(self, clock: Clock) -> RecoveryReport:
+        """Resolve what dead or expired owners left (SPEC.md section 14): under the
+        exclusive ``.run-store-recovery.lock`` (``busy`` when held), quarantine abandoned
+        stages, import the one verified outcome of each recoverable attempt or commit its
+        interrupted failure, and register independent verified orphans. ``clock()`` is
+        sampled once. Never renews, starts workers or allocates retries; a second pass over
+        a resolved store commits nothing."""
+        self._require_connection()
+        return recovery.recover(self._root, self._write, clock)
 
     def _write(
         self, operation: Callable[[sqlite3.Connection], tuple[T, Sequence[CommittedEvent]]]

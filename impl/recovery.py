@@ -1,0 +1,378 @@
+"""Explicit recovery: ``RunStore.recover(clock)`` (SPEC.md section 14).
+
+Rules of this file: orchestration only, in the order SPEC.md section 14 gives: the
+exclusive recovery lock, one clock sample, stages, recoverable attempts in id order (import
+of exactly one passing outcome, or an interrupted failure published through a private
+stage), then independent orphans. Each database step is its own short ``BEGIN IMMEDIATE``
+transaction through the store's ``write``; none is open while objects are verified,
+synced or renamed. Filesystem steps live in :mod:`runstore.recovery_disk`, database steps
+in :mod:`runstore.recovery_tx`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+import attrs
+from runstore import (
+    canonical,
+    objects,
+    publication,
+    recovery_disk,
+    recovery_report,
+    recovery_tx,
+    staging,
+)
+from runstore.canonical import JSON
+from runstore.enums import TERMINAL_STATES, ArtifactKind, AttemptState
+from runstore.errors import ArtifactCorruptError, InvalidRecordError, RunStoreError
+from runstore.guard import AttemptRecord, load_attempt
+from runstore.outcome_json import OutcomeClaim, read_outcome
+from runstore.publication import Clock, Write
+from runstore.receipts import CommittedEvent, TerminalAttempt
+from runstore.records import ArtifactRegistration
+from runstore.recovery_report import RecoveryReport, RejectedArtifact
+from runstore.requests import interrupted_outcome
+from runstore.shapes import references_refusal
+
+R = TypeVar("R")
+_ADDRESS_PREFIX = f"{staging.ARTIFACTS_DIR}/"
+
+
+@attrs.frozen(kw_only=True)
+class _Candidate:
+    """An unregistered attempt object and what its ``outcome.json`` claims."""
+
+    name: str
+    claim: OutcomeClaim
+    data: bytes
+
+    @property
+    def path(self) -> str:
+        return _ADDRESS_PREFIX + self.name
+
+
+@attrs.define
+class _Pass:
+    """One recovery pass's working state and report."""
+
+    root: str
+    write: Write
+    t_ns: int
+    terminals: list[TerminalAttempt] = attrs.Factory(list)
+    imported: list[ArtifactRegistration] = attrs.Factory(list)
+    quarantined: list[str] = attrs.Factory(list)
+    busy: list[str] = attrs.Factory(list)
+    rejected: list[RejectedArtifact] = attrs.Factory(list)
+    deferred: set[str] = attrs.Factory(set)
+    verified: dict[str, bool] = attrs.Factory(dict)
+
+    def reject(self, path: str, code: str, message: str) -> None:
+        self.rejected.append(RejectedArtifact(path=path, code=code, message=message[:300]))
+
+    def report(self) -> RecoveryReport:
+        return RecoveryReport(
+            terminals=tuple(self.terminals),
+            imported_artifacts=tuple(self.imported),
+            quarantined_stages=tuple(self.quarantined),
+            busy_stages=tuple(self.busy),
+            rejected_artifacts=tuple(self.rejected),
+        )
+
+
+def recover(root: str, write: Write, clock: Clock) -> RecoveryReport:
+    """One recovery pass over the store at ``root``; see SPEC.md section 14."""
+    if not callable(clock):
+        raise InvalidRecordError("clock must be callable")
+    with staging.RecoveryLock(root, exclusive=True, timeout=0.0):
+        work = _Pass(root=root, write=write, t_ns=publication.sample(clock))
+        listing = recovery_disk.list_artifacts(root)
+        _stages(work, listing.stages)
+        registered: set[str] = work.write(lambda c: (recovery_tx.registered_paths(c), ()))
+        unregistered = [
+            (name, kind)
+            for name, kind in listing.addresses
+            if _ADDRESS_PREFIX + name not in registered
+        ]
+        _attempts(work, [name for name, kind in unregistered if kind is ArtifactKind.ATTEMPT])
+        _orphans(
+            work, [(name, kind) for name, kind in unregistered if kind is not ArtifactKind.ATTEMPT]
+        )
+        return work.report()
+
+
+# --- stages -------------------------------------------------------------------------------
+
+
+def _stages(work: _Pass, names: Sequence[str]) -> None:
+    """Try every stage's lock; list held stages as busy and defer their attempts;
+    quarantine free stages whose lease is missing, released or expired; then release the
+    unreleased, expired staging leases whose stage is gone."""
+    paths = [_ADDRESS_PREFIX + name for name in names]
+    named, open_leases = work.write(lambda c: (recovery_tx.stage_leases(c, paths, work.t_ns), ()))
+    locks = {}
+    try:
+        for name, path in zip(names, paths, strict=True):
+            locks[name] = recovery_disk.StageLock(f"{work.root}/{path}")
+            if locks[name].held_elsewhere:
+                work.busy.append(path)
+                if path in named:
+                    work.deferred.add(named[path].attempt_id)
+        for name, path in zip(names, paths, strict=True):
+            lease = named.get(path)
+            if locks[name].held_elsewhere or (
+                lease is not None and lease.attempt_id in work.deferred
+            ):
+                continue
+            if lease is None or lease.released or not lease.live:
+                recovery_disk.quarantine(work.root, name)
+                work.quarantined.append(path)
+    finally:
+        for lock in locks.values():
+            lock.release()
+    releasable = [
+        lease.id
+        for lease in open_leases
+        if not lease.live
+        and lease.attempt_id not in work.deferred
+        and not recovery_disk.stage_exists(work.root, lease.staging_path)
+    ]
+    if releasable:
+
+        def release(connection: sqlite3.Connection) -> tuple[None, tuple[()]]:
+            recovery_tx.release_stage_leases(connection, releasable, work.t_ns)
+            return None, ()
+
+        work.write(release)
+
+
+# --- attempts -----------------------------------------------------------------------------
+
+
+def _recoverable(work: _Pass) -> list[tuple[AttemptRecord, str]]:
+    def find(connection: sqlite3.Connection) -> list[tuple[AttemptRecord, str]]:
+        found = []
+        for attempt in recovery_tx.nonterminal_attempts(connection):
+            cause = recovery_tx.cause_at(
+                connection, attempt, recovery_tx.effective(attempt, work.t_ns)
+            )
+            if cause is not None and attempt.id not in work.deferred:
+                found.append((attempt, cause))
+        return found
+
+    return work.write(lambda c: (find(c), ()))
+
+
+def _read_candidates(work: _Pass, names: Sequence[str]) -> list[_Candidate]:
+    """Read every unregistered attempt object; reject those that do not verify or whose
+    ``outcome.json`` is missing or malformed."""
+    found = []
+    for name in names:
+        path = _ADDRESS_PREFIX + name
+        try:
+            item = recovery_disk.read_object(work.root, name, sync=False)
+        except ArtifactCorruptError as exc:
+            work.reject(path, recovery_report.CORRUPT, exc.message)
+            continue
+        if item.outcome is None:
+            work.reject(path, recovery_report.CORRUPT, "it has no outcome.json")
+            continue
+        try:
+            claim = read_outcome(item.outcome)
+        except RunStoreError as exc:
+            work.reject(path, recovery_report.MALFORMED_OUTCOME, exc.message)
+            continue
+        shape = references_refusal(claim.references)
+        if shape is not None:
+            work.reject(path, recovery_report.MALFORMED_OUTCOME, shape.message)
+            continue
+        found.append(_Candidate(name=name, claim=claim, data=item.outcome))
+    return found
+
+
+def _attempts(work: _Pass, names: Sequence[str]) -> None:
+    recoverable = _recoverable(work)
+    candidates = _read_candidates(work, names)
+    states: dict[str, str] = work.write(
+        lambda c: (recovery_tx.attempt_states(c, [x.claim.attempt_id for x in candidates]), ())
+    )
+    wanted = {attempt.id for attempt, _ in recoverable}
+    by_attempt: dict[str, list[_Candidate]] = {}
+    for candidate in candidates:
+        attempt_id = candidate.claim.attempt_id
+        state = states.get(attempt_id)
+        if state is None:
+            work.reject(candidate.path, recovery_report.UNKNOWN_ATTEMPT, f"{attempt_id} is unknown")
+        elif state in TERMINAL_STATES:
+            work.reject(
+                candidate.path, recovery_report.ATTEMPT_TERMINAL, f"{attempt_id} is {state}"
+            )
+        elif attempt_id in wanted:
+            by_attempt.setdefault(attempt_id, []).append(candidate)
+    for attempt, cause in recoverable:
+        _recover_attempt(work, attempt, cause, by_attempt.get(attempt.id, []))
+
+
+def _recover_attempt(
+    work: _Pass, attempt: AttemptRecord, cause: str, candidates: Sequence[_Candidate]
+) -> None:
+    passing = [candidate for candidate in candidates if _passes(work, attempt, candidate)]
+    if len(passing) == 1:
+        _import(work, attempt, passing[0])
+        return
+    for candidate in passing:
+        work.reject(
+            candidate.path,
+            recovery_report.AMBIGUOUS,
+            f"{len(passing)} completed outcomes of {attempt.id} pass",
+        )
+    _fail(work, attempt, cause)
+
+
+def _passes(work: _Pass, attempt: AttemptRecord, candidate: _Candidate) -> bool:
+    def check(connection: sqlite3.Connection) -> tuple[str, str] | None:
+        current = load_attempt(connection, attempt.id)
+        assert current is not None
+        return recovery_tx.evaluate(connection, current, candidate.claim, candidate.data)
+
+    failed = work.write(lambda c: (check(c), ()))
+    if failed is not None:
+        work.reject(candidate.path, *failed)
+        return False
+    for entry in _artifact_entries(canonical.decode_object(candidate.data)):
+        if not _verifies(work, entry):
+            work.reject(
+                candidate.path,
+                recovery_report.DEPENDENCY_CORRUPT,
+                f"{entry['path']} does not verify",
+            )
+            return False
+    return True
+
+
+def _artifact_entries(document: dict[str, JSON]) -> Iterator[dict[str, JSON]]:
+    """Every artifact entry the document names: its dependencies, and the directory and
+    references of every observation its snapshot lists."""
+    for item in _objects(document["dependencies"]):
+        yield _object(item["artifact"])
+    snapshot = _object(document["snapshot"])
+    for key in ("produced_observations", "selected_observations"):
+        for entry in _objects(snapshot.get(key, [])):
+            yield _object(entry["artifact"])
+            for reference in _objects(entry["references"]):
+                yield _object(reference["artifact"])
+
+
+def _objects(value: JSON) -> list[dict[str, JSON]]:
+    assert isinstance(value, list)
+    return [_object(item) for item in value]
+
+
+def _object(value: JSON) -> dict[str, JSON]:
+    assert isinstance(value, dict)
+    return value
+
+
+def _verifies(work: _Pass, entry: dict[str, JSON]) -> bool:
+    path, content, manifest = entry["path"], entry["content_sha256"], entry["manifest_sha256"]
+    assert isinstance(path, str) and isinstance(content, str) and isinstance(manifest, str)
+    if path not in work.verified:
+        work.verified[path] = recovery_disk.verifies(work.root, path, content, manifest)
+    return work.verified[path]
+
+
+def _import(work: _Pass, attempt: AttemptRecord, candidate: _Candidate) -> None:
+    """Sync the one passing object and its parent, then commit it (rechecked)."""
+    found = recovery_disk.read_object(work.root, candidate.name, sync=True)
+    recovery_disk.sync_artifacts(work.root)
+    artifact = objects.registration(ArtifactKind.ATTEMPT, found.completed, work.t_ns)
+    terminal = work.write(
+        lambda c: _events(
+            recovery_tx.import_outcome(
+                c,
+                attempt.id,
+                attempt.revision,
+                candidate.claim,
+                candidate.data,
+                artifact,
+                work.t_ns,
+            )
+        )
+    )
+    if terminal is not None:
+        work.terminals.append(terminal)
+
+
+def _fail(work: _Pass, attempt: AttemptRecord, cause: str) -> None:
+    """Move to finalizing if needed, publish the interrupted failure through a private
+    stage, and commit it (each step rechecked)."""
+    outcome = interrupted_outcome(cause, attempt.state)
+    revision = attempt.revision
+    if attempt.state is not AttemptState.FINALIZING:
+        moved = work.write(
+            lambda c: _events(recovery_tx.move_to_finalizing(c, attempt.id, revision, work.t_ns))
+        )
+        if moved is None:
+            return
+        revision += 1
+
+    def document(connection: sqlite3.Connection) -> bytes:
+        current = load_attempt(connection, attempt.id)
+        assert current is not None
+        return recovery_tx.failure_document(connection, current, outcome, work.t_ns)[0]
+
+    data: bytes = work.write(lambda c: (document(c), ()))
+    stage = staging.create_stage(work.root)
+    try:
+        inventory = objects.scan(stage.object_path, reserved=())
+        completed = objects.complete(
+            stage.object_path, inventory, {recovery_disk.OUTCOME_NAME: data}
+        )
+        address = objects.address(ArtifactKind.ATTEMPT, completed.tree_sha256)[1]
+        publication.place(work.root, stage, completed, address)
+        artifact = objects.registration(ArtifactKind.ATTEMPT, completed, work.t_ns)
+        terminal = work.write(
+            lambda c: _events(
+                recovery_tx.commit_failure(
+                    c, attempt.id, revision, outcome, data, artifact, work.t_ns
+                )
+            )
+        )
+    except BaseException:
+        stage.unlock()
+        raise
+    staging.remove_stage(stage)
+    if terminal is not None:
+        work.terminals.append(terminal)
+
+
+def _events(
+    result: tuple[R, CommittedEvent] | None,
+) -> tuple[R | None, tuple[CommittedEvent, ...]]:
+    """A transaction's value and its event for ``write``; None (nothing committed) stays
+    None with no event."""
+    if result is None:
+        return None, ()
+    return result[0], (result[1],)
+
+
+# --- independent orphans ------------------------------------------------------------------
+
+
+def _orphans(work: _Pass, names: Sequence[tuple[str, ArtifactKind]]) -> None:
+    """Verify (and sync) every unregistered object of another kind and register those
+    that verify as artifact rows only, in one transaction after ``artifacts/`` is synced."""
+    verified = []
+    for name, kind in names:
+        try:
+            found = recovery_disk.read_object(work.root, name, sync=True)
+        except ArtifactCorruptError as exc:
+            work.reject(_ADDRESS_PREFIX + name, recovery_report.CORRUPT, exc.message)
+            continue
+        verified.append(objects.registration(kind, found.completed, work.t_ns))
+    if not verified:
+        return
+    recovery_disk.sync_artifacts(work.root)
+    work.imported.extend(work.write(lambda c: (recovery_tx.register_orphans(c, verified), ())))

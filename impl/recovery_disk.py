@@ -1,0 +1,206 @@
+"""Recovery's filesystem side: what lies in ``artifacts/``, stage locks tried without
+waiting, quarantine of abandoned stages, and reading candidate objects (SPEC.md section 14).
+
+Rules of this file: filesystem only (no SQL). Every durability step goes through
+:mod:`runstore.durable`, one syscall per step, so each has its own crash boundary. Nothing
+here deletes or rewrites a completed object: a stage moves intact, an object is only read
+(and, when asked, synced).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import stat
+from typing import Final
+
+import attrs
+from runstore import durable, objects
+from runstore.enums import ArtifactKind
+from runstore.errors import (
+    ArtifactCorruptError,
+    DestinationConflictError,
+    DurabilityError,
+    UnsafePathError,
+)
+from runstore.staging import ARTIFACTS_DIR, STAGE_LOCK_NAME, STAGE_PREFIX
+
+QUARANTINE_NAME: Final = ".quarantine"
+OUTCOME_NAME: Final = "outcome.json"
+_ADDRESS: Final = re.compile(
+    "(" + "|".join(kind.value for kind in ArtifactKind) + ")-[0-9a-f]{64}", re.ASCII
+)
+
+
+@attrs.frozen(kw_only=True)
+class Listing:
+    """The entries of ``artifacts/`` that recovery handles, each sorted by name: stage
+    directory names and ``(name, kind)`` of every content address."""
+
+    stages: tuple[str, ...]
+    addresses: tuple[tuple[str, ArtifactKind], ...]
+
+
+def artifacts_path(root: str) -> str:
+    return os.path.join(root, ARTIFACTS_DIR)
+
+
+def list_artifacts(root: str) -> Listing:
+    """List ``artifacts/`` (none of it when it is missing). A symbolic link or
+    non-directory there is ``unsafe_path``; so is a stage entry that is a symbolic link or
+    not a directory. Names that are neither stages nor addresses are not recovery's."""
+    path = artifacts_path(root)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return Listing(stages=(), addresses=())
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafePathError(f"{path} is not a directory")
+    stages: list[str] = []
+    addresses: list[tuple[str, ArtifactKind]] = []
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.name.startswith(STAGE_PREFIX):
+                if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
+                    raise UnsafePathError(f"the stage {entry.path} is not a directory")
+                stages.append(entry.name)
+            elif _ADDRESS.fullmatch(entry.name):
+                kind = ArtifactKind(entry.name.split("-", 1)[0])
+                addresses.append((entry.name, kind))
+    return Listing(stages=tuple(sorted(stages)), addresses=tuple(sorted(addresses)))
+
+
+class StageLock:
+    """A stage's ``lock`` file tried exclusively without waiting. :attr:`held_elsewhere`
+    says another process holds it; otherwise this process holds it (or the stage has no
+    lock file, which no process can hold) until :meth:`release`."""
+
+    def __init__(self, stage_path: str) -> None:
+        self._path = os.path.join(stage_path, STAGE_LOCK_NAME)
+        self._fd: int | None = None
+        self.held_elsewhere = False
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self._path, flags)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePathError(f"{self._path} is a symbolic link") from exc
+            raise UnsafePathError(f"cannot open {self._path}: {exc}") from exc
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UnsafePathError(f"{self._path} is not a regular file")
+        try:
+            taken = durable.flock(fd, self._path, exclusive=True)
+        except OSError as exc:
+            os.close(fd)
+            raise DurabilityError(f"locking {self._path} failed: {exc}") from exc
+        if taken:
+            self._fd = fd
+        else:
+            os.close(fd)
+            self.held_elsewhere = True
+
+    def release(self) -> None:
+        """Release the lock if this process holds it. Idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _synced(step: str, action: object) -> None:
+    assert callable(action)
+    try:
+        action()
+    except OSError as exc:
+        raise DurabilityError(f"{step} failed: {exc}") from exc
+
+
+def quarantine(root: str, name: str) -> None:
+    """Move the stage ``artifacts/<name>`` intact to ``artifacts/.quarantine/<name>``:
+    create ``.quarantine/`` when missing (``artifacts/`` synced), rename without
+    replacement (``destination_conflict`` when taken), then sync ``.quarantine/`` and
+    ``artifacts/``, each its own step."""
+    parent = artifacts_path(root)
+    holding = os.path.join(parent, QUARANTINE_NAME)
+    try:
+        info: os.stat_result | None = os.lstat(holding)
+    except FileNotFoundError:
+        info = None
+    if info is None:
+        _synced(f"creating {holding}", lambda: durable.create_directory(holding, 0o700))
+        _synced(f"syncing {parent}", lambda: durable.fsync_dir(parent))
+    elif not stat.S_ISDIR(info.st_mode):
+        raise UnsafePathError(f"{holding} is not a directory")
+    destination = os.path.join(holding, name)
+    try:
+        durable.rename_noreplace(os.path.join(parent, name), destination)
+    except FileExistsError:
+        raise DestinationConflictError(f"{ARTIFACTS_DIR}/{QUARANTINE_NAME}/{name} exists") from None
+    except OSError as exc:
+        raise DurabilityError(f"quarantining {name} failed: {exc}") from exc
+    _synced(f"syncing {holding}", lambda: durable.fsync_dir(holding))
+    _synced(f"syncing {parent}", lambda: durable.fsync_dir(parent))
+
+
+def stage_exists(root: str, store_path: str) -> bool:
+    """Whether the stage directory at ``store_path`` exists (not following a link)."""
+    try:
+        os.lstat(os.path.join(root, store_path))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@attrs.frozen(kw_only=True)
+class FoundObject:
+    """A completed object that verified at its address, with its ``outcome.json`` bytes
+    (None when it has no top-level one)."""
+
+    completed: objects.CompletedObject
+    outcome: bytes | None
+
+
+def read_object(root: str, name: str, *, sync: bool) -> FoundObject:
+    """Verify ``artifacts/<name>`` (every byte read; every file and directory synced when
+    ``sync``) and read its top-level ``outcome.json``. ``artifact_corrupt`` when it does not
+    verify or its name is not its address (``<kind>-<tree hash>``)."""
+    path = os.path.join(artifacts_path(root), name)
+    completed = objects.verify(path, sync=sync)
+    if name.split("-", 1)[1] != completed.tree_sha256:
+        raise ArtifactCorruptError(f"{name} is not the address of its content")
+    listed = {file.path: file for file in completed.files}
+    if OUTCOME_NAME not in listed:
+        return FoundObject(completed=completed, outcome=None)
+    try:
+        with open(os.path.join(path, OUTCOME_NAME), "rb", opener=_no_follow) as handle:
+            data = handle.read(listed[OUTCOME_NAME].size_bytes + 1)
+    except OSError as exc:
+        raise ArtifactCorruptError(f"{OUTCOME_NAME} cannot be read: {exc.strerror}") from None
+    if hashlib.sha256(data).hexdigest() != listed[OUTCOME_NAME].sha256:
+        raise ArtifactCorruptError(f"{OUTCOME_NAME} changed after it was verified")
+    return FoundObject(completed=completed, outcome=data)
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def verifies(root: str, path: str, content_sha256: str, manifest_sha256: str) -> bool:
+    """Whether the registered object at store ``path`` still verifies with these digests."""
+    try:
+        completed = objects.verify(os.path.join(root, path), sync=False)
+    except ArtifactCorruptError:
+        return False
+    except OSError:
+        return False
+    return (completed.tree_sha256, completed.manifest_sha256) == (content_sha256, manifest_sha256)
+
+
+def sync_artifacts(root: str) -> None:
+    """Sync ``artifacts/`` (an object's publication parent)."""
+    parent = artifacts_path(root)
+    _synced(f"syncing {parent}", lambda: durable.fsync_dir(parent))
