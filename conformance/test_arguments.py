@@ -101,7 +101,7 @@ VALID: dict[str, tuple[object, ...]] = {
         sc.artifact(ArtifactKind.DATASET, "dataset"),
         NOW,
     ),
-    "recover": (NOW,),
+    "recover": (NOW, m.DiskView()),
     "publish_artifact": (GUARD, ArtifactKind.DATASET, files(**{"data.bin": b"1"}), at(NOW).fresh()),
     "publish_finalization": (GUARD, Accepted(), (), files(), at(NOW).fresh()),
     "check_finalization": (GUARD, Accepted(), (), NOW),
@@ -257,6 +257,13 @@ CALLABLE = Kind(
     st.sampled_from([files(), at(0).fresh(), lambda path: None]),
     st.sampled_from([files(), at(0)]).map(attrs.asdict),
 )
+DISK = Kind(
+    lambda value: isinstance(value, m.DiskView),
+    st.just(m.DiskView()),
+    st.sampled_from(
+        [{"stages": {}, "objects": {}, "corrupt": frozenset()}, m.DiskObject(registration=None)]
+    ),
+)
 SNAPSHOT = Kind(lambda value: isinstance(value, dict), st.dictionaries(st.text(), st.integers()))
 
 PARAMETERS: dict[str, tuple[tuple[str, Kind], ...]] = {
@@ -309,7 +316,7 @@ PARAMETERS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("artifact", ARTIFACT),
         ("now_ns", TIME),
     ),
-    "recover": (("t_ns", TIME),),
+    "recover": (("t_ns", TIME), ("disk", DISK)),
     "publish_artifact": (
         ("attempt", ATTEMPT),
         ("kind", KIND),
@@ -506,6 +513,7 @@ SLOT = FIXTURE.observation_slots[0]
         ),
         ("register_one_shot", 3, [SLOT], "observation_slot must be an ObservationSlot, not list"),
         ("recover", 0, float("nan"), "t_ns must be an int, not float"),
+        ("recover", 1, {}, "disk must be a DiskView, not dict"),
     ],
 )
 def test_pinned_refusal_messages(operation: str, index: int, value: object, message: str) -> None:
@@ -634,8 +642,6 @@ def test_model_only_operations_refuse_one_ill_typed_argument_end_to_end(
     index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
     name, kind = PARAMETERS[operation][index]
     args = replaced(operation, index, data.draw(kind.hostile, label=name))
-    if operation == "recover":
-        args.append({})  # the model's recover also takes the published outcome artifacts
     state = world.model.state
     new_state, result = getattr(m, operation)(state, *args)
     assert new_state is state

@@ -42,6 +42,7 @@ VALUE = (
     "runstore.manifest",
     "runstore.tree_hash",
     "runstore.outcome_json",
+    "runstore.recovery_report",
 )
 """The value layer: values and the leaf rules both the writer and the model call."""
 

@@ -30,11 +30,13 @@ from runstore import (
 )
 from runstore.edges import LEGAL_EDGES
 from runstore.model import (
+    DiskView,
     ModelState,
     begin_finalization,
     recover,
     recoverable,
 )
+from runstore.recovery_report import RecoveryReport
 from runstore.testing import scenarios
 from runstore.testing.fixtures import artifact, lease
 from runstore.testing.transcript import Transcript
@@ -69,12 +71,9 @@ def test_an_expired_claim_is_never_stolen_until_recovery_finalizes_its_owner() -
     assert [(item.attempt_id, item.cause) for item in found] == [
         (holder.attempt_id, "claim_expired")
     ]
-    receipts = t.do(
-        recover,
-        t_ns=2_500,
-        artifacts={holder.attempt_id: artifact(ArtifactKind.ATTEMPT, "recovered")},
-    )
-    assert isinstance(receipts, tuple) and receipts[0].state is AttemptState.FAILED
+    report = t.do(recover, t_ns=2_500, disk=DiskView())
+    assert isinstance(report, RecoveryReport)
+    assert [receipt.state for receipt in report.terminals] == [AttemptState.FAILED]
     assert not t.state.claims
     third = executing(t, reserved(t, fixture, name="reservation-2", expires=50_000), now=2_600)
     assert claimed(t, third, name="claim-2", now=2_700).claim_lease_id == "claim-2"

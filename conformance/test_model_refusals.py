@@ -48,6 +48,7 @@ from runstore import (
 )
 from runstore.model import (
     MODEL_REFUSAL_CODES,
+    DiskView,
     Refusal,
     advance,
     begin_finalization,
@@ -108,7 +109,7 @@ def renew_past_max_expiry() -> object:
 @case("out_of_range")
 def recover_with_negative_clock() -> object:
     t, _ = world()
-    return t.do(recover, t_ns=-1, artifacts={})
+    return t.do(recover, t_ns=-1, disk=DiskView())
 
 
 @case("invalid_record")
@@ -225,12 +226,10 @@ def stage_at_unsafe_path() -> object:
 
 
 @case("invalid_record")
-def recover_with_observation_artifact() -> object:
+def recover_with_a_mapping_for_a_disk_view() -> object:
     t, fixture = world()
-    guard = reserved(t, fixture, expires=2_000)
-    return t.do(
-        recover, t_ns=2_000, artifacts={guard.attempt_id: artifact(ArtifactKind.OBSERVATION, "x")}
-    )
+    reserved(t, fixture, expires=2_000)
+    return t.do(recover, t_ns=2_000, disk={"stages": {}, "objects": {}, "corrupt": frozenset()})
 
 
 @case("registration_conflict")
@@ -685,13 +684,6 @@ def commit_referencing_unknown_artifact() -> object:
     return commit(
         t, guard, failed(), references=(("dataset", artifact(ArtifactKind.DATASET, "nowhere").id),)
     )
-
-
-@case("unknown_artifact")
-def recover_without_outcome_artifact() -> object:
-    t, fixture = world()
-    reserved(t, fixture, expires=2_000)
-    return t.do(recover, t_ns=2_000, artifacts={})
 
 
 @case("observation_slot_mismatch")

@@ -49,6 +49,7 @@ from runstore import (
 )
 from runstore import model as m
 from runstore.testing import fixtures as sc
+from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, Writer, lockstep
 from runstore.testing.projection import Projection, model_projection, store_projection
 
@@ -74,7 +75,9 @@ class World:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.store = RunStore.open(root)
-        self.model = ModelWriter(m.ModelState())
+        self.model = ModelWriter(
+            m.ModelState(), disk=lambda state: disk_view(self.store.root, state)
+        )
         self.delivered: list[CommittedEvent] = []
         self.store.subscribe(self.delivered.append)
 

@@ -23,6 +23,14 @@ store must be in the state after the k-th transaction; at the boundary just befo
 (k+1)-th COMMIT, also in the state after it. The reference trace must commit exactly as
 many transactions in each such step as the model run; anything else is a campaign
 problem.
+
+Recovery (a step named ``recover``) is the exception: the store's pass also runs
+read-only transactions whose number depends on what it finds on disk, while the model
+records only the transactions that change something (each attempt's move to finalizing
+and terminal commit, the staging leases' release, the orphans' registration). A crash
+anywhere in a pass may therefore leave any prefix of those changes: every state the
+model passes through is acceptable, the exact trace prefix still pins the path taken,
+and the recovery that follows every crash must then converge.
 """
 
 from __future__ import annotations
@@ -40,10 +48,11 @@ import attrs
 from runstore.crashsim import processes
 from runstore.crashsim.continuation import Resumption
 from runstore.crashsim.harness import COMPLETED, ModelRun, prepare_fixture, run_traced
-from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.scenarios import RECOVER_STEP, Scenario
 from runstore.crashsim.tracer import CRASH_EXIT, Entry, describe, read_trace
 from runstore.crashsim.verify import Acceptable, verify
 from runstore.model.state import ModelState
+from runstore.testing.disk import disk_view
 
 BEFORE_COMMIT: Final = ["before", "sql", "COMMIT"]
 AFTER_COMMIT: Final = ["after", "sql", "COMMIT"]
@@ -68,6 +77,8 @@ class Point:
         each of its committed transactions (see the module docstring)."""
         states = transactions[self.op_index]
         count = len(states) - 1
+        if self.op_name.startswith(RECOVER_STEP):
+            return [(_label(done, count), done) for done in range(count + 1)]
         if count <= 1:
             return [("after", 1)] if self.committed else [("before", 0), ("after", 1)]
         done = min(self.commits, count)
@@ -146,7 +157,7 @@ def commit_problem(points: Sequence[Point], run: ModelRun) -> str:
     multi-transaction step (empty when they do)."""
     for index, states in enumerate(run.transactions):
         expected = len(states) - 1
-        if index == 0 or expected <= 1:
+        if index == 0 or expected <= 1 or run.names[index].startswith(RECOVER_STEP):
             continue
         found = max((p.commits for p in points if p.op_index == index), default=0)
         if found != expected:
@@ -219,6 +230,7 @@ def _campaign(
     error = os.path.join(base, "fixture.error")
     if processes.run(lambda: prepare_fixture(scenario, run, fixture), error) != COMPLETED:
         return finished(0, [], f"preparing the fixture failed: {_read(error)}")
+    run.play(lambda state: disk_view(fixture, state))
     reference, problem = _reference(scenario, run, base, fixture)
     points = points_of(reference)
     problem = problem or commit_problem(points, run)

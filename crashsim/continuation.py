@@ -1,8 +1,9 @@
 """What a user runs after a crash, on the reopened store and on the model, in lockstep.
 
 Rules of this file: the continuation uses only public writer calls and fresh leases that
-start after every lease in the recovered state has expired (the crashed process is dead
-and recovery does not exist yet, so its attempt is never resumed). Each call runs on the
+start after every lease in the state has expired (the crashed process is dead, and its
+attempt is never resumed: after a crash the store is first recovered, see
+:mod:`runstore.crashsim.recovered`). Each call runs on the
 model first and then on the store; the two outcomes (result or refusal code) must be
 equal. The checks: an explicitly authorized retry (``Next(retry=True)``) of an unsatisfied
 slot runs to a terminal outcome (accepted when it wins the claim), a satisfied slot
@@ -80,9 +81,11 @@ def start_time(state: m.ModelState) -> int:
     return max(instants, default=0) + 1_000
 
 
-def continue_as_user(store: RunStore, state: m.ModelState) -> str:
+def continue_as_user(store: RunStore, state: m.ModelState, *, strict: bool = False) -> str:
     """Run the continuation from ``state`` (the model state the store matched); returns a
-    one-line note of what happened, raising :class:`Diverged` on any disagreement."""
+    one-line note of what happened, raising :class:`Diverged` on any disagreement. With
+    ``strict`` (after recovery) an authorized retry of an unsatisfied slot must win the
+    slot's claim: recovery resolved every claim a crash stranded."""
     step = _Lockstep(store, state)
     step.both(
         "register_one_shot",
@@ -99,7 +102,7 @@ def continue_as_user(store: RunStore, state: m.ModelState) -> str:
             raise Diverged(f"a satisfied slot did not refuse reservation: {result!r}")
         note = "satisfied slot refused a retry"
     else:
-        note = _retry(step, now, lease)
+        note = _retry(step, now, lease, strict)
     _check_final(store, step.model.state)
     return note
 
@@ -202,7 +205,7 @@ def check_final_object(
         raise Diverged(f"{receipt.artifact.path}/outcome.json differs from the model's document")
 
 
-def _retry(step: _Lockstep, now: int, lease: LeaseRequest) -> str:
+def _retry(step: _Lockstep, now: int, lease: LeaseRequest, strict: bool) -> str:
     slot = FIXTURE.slot_id
     kind, result = step.both("reserve", lambda w: w.reserve(slot, Next(retry=True), lease, now))
     if kind != "ok" or not isinstance(result, OwnedAttempt):
@@ -220,6 +223,8 @@ def _retry(step: _Lockstep, now: int, lease: LeaseRequest) -> str:
     guard = result.attempt
     attempt = fx.artifact(ArtifactKind.ATTEMPT, f"continuation-{guard.attempt_id}")
     if not result.claimed:
+        if strict:
+            raise Diverged("after recovery an authorized retry still lost the slot's claim")
         final = guard
         step.both(
             "commit Superseded",

@@ -15,7 +15,7 @@ stage names, lease ids and traces agree across the fixture, the reference and ea
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, TypeVar
 
 from runstore import RunStore, staging
@@ -72,19 +72,31 @@ class ModelRun:
     that changes nothing)."""
 
     def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
         tokens = CountingTokens(FIRST_TOKEN)
-        writer = RecordingWriter(ModelState(), tokens)
+        self._writer = RecordingWriter(ModelState(), tokens)
         context: Context = {}
-        self.setup_results = [step.action(writer, context) for step in scenario.setup]
+        self.setup_results = [step.action(self._writer, context) for step in scenario.setup]
         self.step_tokens = FIRST_TOKEN + tokens.drawn
         """The first stage token of the crash-tested steps."""
         self.context: Context = dict(context)
         self.contexts: list[Context] = [dict(context), dict(context)]
         """``contexts[i]``: the guards before step ``i``."""
-        self.states = [writer.state, writer.state]
-        self.transactions: list[list[m.ModelState]] = [[writer.state, writer.state]]
+        state = self._writer.state
+        self.states = [state, state]
+        self.transactions: list[list[m.ModelState]] = [[state, state]]
         self.results: list[object] = [None]
-        for step in scenario.steps:
+        self.names = ["open", *(step.name for step in scenario.steps)]
+        self.published: tuple[str, ...] = ()
+        """The store paths of the objects the scenario's publications produce: once
+        registered, each must exist on disk."""
+
+    def play(self, disk: Callable[[m.ModelState], m.DiskView]) -> None:
+        """Play the crash-tested steps on the model (after setup), recovery seeing the disk
+        through ``disk`` (the fixture's, read once it is prepared)."""
+        writer, context = self._writer, dict(self.context)
+        writer.disk = disk
+        for step in self.scenario.steps:
             writer.commits = [writer.state]
             self.results.append(step.action(writer, context))
             self.states.append(writer.state)
@@ -99,8 +111,6 @@ class ModelRun:
                 }
             )
         )
-        """The store paths of the objects the scenario's publications produce: once
-        registered, each must exist on disk."""
 
 
 def prepare_fixture(scenario: Scenario, run: ModelRun, root: str) -> int:

@@ -25,6 +25,7 @@ import attrs
 from runstore import RunStore
 from runstore.enums import ArtifactKind, AttemptState
 from runstore.model import content
+from runstore.records import ArtifactRegistration
 from runstore.requests import (
     Accepted,
     Censored,
@@ -37,8 +38,8 @@ from runstore.requests import (
 )
 from runstore.testing import factories, script
 from runstore.testing import fixtures as fx
-from runstore.testing.lockstep import Writer
-from runstore.testing.publishing import Payload, at
+from runstore.testing.lockstep import Writer, outcome
+from runstore.testing.publishing import ClockScript, Payload, at
 from runstore.testing.script import Call, Context
 
 StoreAction = Callable[[RunStore, Context], object]
@@ -56,6 +57,9 @@ class Step:
 
     call: Call
     store_action: StoreAction | None = None
+    refused: str | None = None
+    """The code the step is refused with on purpose (a setup step that leaves what a
+    crash would leave); its result is then ``("refused", code)`` on both sides."""
 
     @property
     def name(self) -> str:
@@ -63,7 +67,12 @@ class Step:
 
     def action(self, writer: Writer, context: Context) -> object:
         """Run the step through ``writer`` (the model, or a store)."""
-        return self.call.apply(writer, context)
+        if self.refused is None:
+            return self.call.apply(writer, context)
+        result = outcome(lambda: self.call.apply(writer, context))
+        if result != ("refused", self.refused):
+            raise AssertionError(f"{self.name} gave {result!r}, not refused {self.refused}")
+        return result
 
     def on_store(self, store: RunStore, context: Context) -> object:
         """Run the step on an open store."""
@@ -120,17 +129,21 @@ def renew(name: str, expires: int, now: int) -> Step:
     return Step(script.renew(name, expires, now))
 
 
-def finalize(name: str, lease_id: str, now: int) -> Step:
-    lease = fx.lease(lease_id, EXPIRES, OWNERS[name])
+def finalize(name: str, lease_id: str, now: int, expires: int = EXPIRES) -> Step:
+    lease = fx.lease(lease_id, expires, OWNERS[name])
     return Step(script.begin_finalization(name, lease, now))
 
 
-def observe(name: str, label: str, select: bool, now: int) -> Step:
-    """An observation of ``name``'s attempt whose directory is also its metrics reference."""
+def observe(
+    name: str, label: str, select: bool, now: int, artifact: ArtifactRegistration | None = None
+) -> Step:
+    """An observation of ``name``'s attempt whose directory (``artifact``; default a
+    registration made up from ``label``, with no directory behind it) is also its metrics
+    reference."""
     observation = factories.observation(
         MEMBER, FIXTURE.attempt_id(RETRY[name]), result={"score": 1}
     )
-    artifact = fx.artifact(ArtifactKind.OBSERVATION, label)
+    artifact = artifact or fx.artifact(ArtifactKind.OBSERVATION, label)
     references = (("metrics", artifact.id),)
     return Step(
         script.register_observation(name, observation, artifact, select, now, references=references)
@@ -167,11 +180,12 @@ LOGS: Final = Payload(files=(("empty.log", b""), ("logs/stderr.log", b"worker ou
 """What ``populate`` adds to each final artifact (beside the runtime's outcome.json)."""
 
 
-def published_id(kind: ArtifactKind, payload: Payload) -> str:
-    """The artifact id ``publish_artifact`` gives ``payload`` (``run-store-v1:<kind>-<tree
-    sha256>``), computed by the model's content module; for payloads of files only."""
+def published(kind: ArtifactKind, payload: Payload) -> ArtifactRegistration:
+    """The registration ``publish_artifact`` gives ``payload`` (its ``verified_at_ns`` 0:
+    an identical registration reuses the row whatever its time), computed by the model's
+    content module; for payloads of files only."""
     if payload.directories or payload.symlinks or payload.fifos:
-        raise ValueError("published_id takes a payload of plain files only")
+        raise ValueError("published takes a payload of plain files only")
     tree = {
         name: content.File(data=data, executable=name in payload.executables)
         for name, data in payload.files
@@ -179,17 +193,38 @@ def published_id(kind: ArtifactKind, payload: Payload) -> str:
     completed = content.complete(tree, {}, (content.MANIFEST,))
     if not isinstance(completed, tuple):
         raise ValueError(f"the payload is not publishable: {completed}")
-    return f"run-store-v1:{kind.value}-{completed[1]}"
+    _, tree_sha256, manifest_sha256 = completed
+    return ArtifactRegistration(
+        kind=kind,
+        path=f"artifacts/{kind.value}-{tree_sha256}",
+        content_sha256=tree_sha256,
+        manifest_sha256=manifest_sha256,
+        verified_at_ns=0,
+    )
+
+
+def published_id(kind: ArtifactKind, payload: Payload) -> str:
+    """The artifact id ``publish_artifact`` gives ``payload`` (``run-store-v1:<kind>-<tree
+    sha256>``)."""
+    return published(kind, payload).id
 
 
 DATASET_ID: Final = published_id(ArtifactKind.DATASET, DATA)
 DATASET_REFERENCE: Final = (("dataset", DATASET_ID),)
 
 
-def publish(name: str, now: int, payload: Payload = DATA) -> Step:
-    """``publish_artifact`` of a dataset by ``name``'s attempt, its clock starting at
-    ``now``."""
-    return Step(script.publish_artifact(name, ArtifactKind.DATASET, payload, at(now)))
+def publish(
+    name: str,
+    now: int,
+    payload: Payload = DATA,
+    kind: ArtifactKind = ArtifactKind.DATASET,
+    clock: ClockScript | None = None,
+    refused: str | None = None,
+) -> Step:
+    """``publish_artifact`` of a dataset (or ``kind``) by ``name``'s attempt, its clock
+    starting at ``now`` (or ``clock``); ``refused`` when the step is refused on purpose."""
+    call = script.publish_artifact(name, kind, payload, clock or at(now))
+    return Step(call, refused=refused)
 
 
 def publish_final(
@@ -197,10 +232,29 @@ def publish_final(
     outcome: TerminalOutcome,
     now: int,
     references: tuple[tuple[str, str], ...] = (),
+    clock: ClockScript | None = None,
+    refused: str | None = None,
 ) -> Step:
     """``publish_finalization`` of ``outcome`` by ``name``'s attempt (with :data:`LOGS`),
-    its clock starting at ``now``."""
-    return Step(script.publish_finalization(name, outcome, references, LOGS, at(now)))
+    its clock starting at ``now`` (or ``clock``); ``refused`` when refused on purpose."""
+    call = script.publish_finalization(name, outcome, references, LOGS, clock or at(now))
+    return Step(call, refused=refused)
+
+
+RECOVER_STEP: Final = "recover"
+"""The name of a recovery step (the campaign gives its crash points their own rule)."""
+
+
+def recover(now: int) -> Step:
+    """One recovery pass, its clock reading ``now``."""
+    return Step(script.recover(at(now), name=RECOVER_STEP))
+
+
+def dies_at(*samples: int) -> ClockScript:
+    """A clock reading ``samples`` and then a negative time: the next sample is refused
+    (``out_of_range``) on both sides, as if the publisher died there, leaving what a crash
+    at that point leaves (a registered stage; after the rename, a verified orphan)."""
+    return ClockScript(samples=(*samples, -1), step=0)
 
 
 # --- the catalog --------------------------------------------------------------------------
@@ -260,12 +314,50 @@ REUSED = (
     publish(B, 1_080),
     *path(A, EXECUTING, 1_100),
 )
+RESULT: Final = Payload(files=(("result.json", b'{"score":1}\n'),))
+"""An observation's directory, published for real (so an outcome naming it verifies)."""
+RESULT_ARTIFACT: Final = published(ArtifactKind.OBSERVATION, RESULT)
+LINKED: Final = Payload(files=(("data.bin", b"data"),), symlinks=(("link", "data.bin"),))
+"""A payload the publisher refuses after registering its stage (``unsafe_entry``)."""
 PUBLISHED_OBSERVED = (
     *RUNNING,
     publish(A, 1_150),
+    publish(A, 1_160, RESULT, ArtifactKind.OBSERVATION),
     finalize(A, "claim-a", 1_200),
-    observe(A, "result-a", True, 1_300),
+    observe(A, "result-a", True, 1_300, RESULT_ARTIFACT),
 )
+# The recovery campaigns: what a dead publisher leaves (made by a step refused on purpose
+# at the point a crash would stop it), then recovery itself is the crash-tested step.
+DIED_AFTER_RENAME = publish_final(
+    A,
+    Accepted(),
+    1_400,
+    DATASET_REFERENCE,
+    clock=dies_at(1_400, 1_401, 1_402),
+    refused="out_of_range",
+)
+RECOVERIES: Final = (
+    _scenario("recover_expired_reservation", (*RUNNING, publish(A, 1_150)), recover(20_000)),
+    _scenario(
+        "recover_expired_claim",
+        (*RUNNING, publish(A, 1_150), finalize(A, "claim-a", 1_200, expires=5_000)),
+        recover(6_000),
+    ),
+    _scenario("recover_accepted_import", (*PUBLISHED_OBSERVED, DIED_AFTER_RENAME), recover(20_000)),
+    _scenario(
+        "recover_orphan_import",
+        (*RUNNING, publish(A, 1_150, clock=dies_at(1_150, 1_151), refused="out_of_range")),
+        recover(20_000),
+    ),
+    _scenario(
+        "recover_stage_quarantine",
+        (*RUNNING, publish(A, 1_150, LINKED, refused="unsafe_entry")),
+        recover(20_000),
+    ),
+)
+"""Recovery crashed at each of its boundaries: an expired reservation (interrupted failure
+published with a retained root), an expired claim, the import of an accepted outcome, an
+independent orphan, and the quarantine of a registered stage."""
 PUBLICATIONS: Final = (
     _publication("publish_artifact", RUNNING, publish(A, 1_150), ACCEPT_WITH_DATASET),
     _publication("publish_artifact_reuse", REUSED, publish(A, 1_150), ACCEPT_WITH_DATASET),
@@ -334,6 +426,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             conclude(A, Censored(reason="deadline"), "attempt-a", 1_400),
         ),
         *PUBLICATIONS,
+        *RECOVERIES,
     )
 }
 """Every campaign of the catalog, by name."""

@@ -5,7 +5,8 @@ at every boundary of every scenario. The representative subset crashes at every 
 of the scenarios in :data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`, and for the
 others at a seeded sample: a few boundaries of opening the store, and a sample of the
 crash-tested steps' boundaries that always includes the boundaries around each COMMIT.
-For the publication scenarios (``resume`` set) the sample also always includes the
+For the publication scenarios (``resume`` set) and the recovery scenarios (a ``recover``
+step) the sample also always includes the
 *landmarks* of the steps: both boundaries of every filesystem operation (each syscall of
 a compound step has its own pair: creating, locking, each fsync, the rename and each
 parent sync after it, the cleanup) and of every SQL write (the stage's lease, the
@@ -25,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 from runstore.crashsim.campaign import CampaignResult, Point, Selector, run_campaign
-from runstore.crashsim.scenarios import FULL_IN_SUBSET, SCENARIOS, Scenario
+from runstore.crashsim.scenarios import FULL_IN_SUBSET, RECOVER_STEP, SCENARIOS, Scenario
 
 SAMPLE_OPEN = 8
 SAMPLE_STEPS = 24
@@ -85,6 +86,11 @@ def sampler(seed: int, name: str, landmarks: bool = False) -> Selector:
     return select
 
 
+def _landmarked(scenario: Scenario) -> bool:
+    """Publications and recovery passes: multi-step filesystem work worth every landmark."""
+    return scenario.resume or any(step.name == RECOVER_STEP for step in scenario.steps)
+
+
 def default_directory() -> str | None:
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
@@ -112,7 +118,7 @@ def run_suite(
         select = (
             None
             if exhaustive or scenario.name in full
-            else sampler(seed, scenario.name, landmarks=scenario.resume)
+            else sampler(seed, scenario.name, landmarks=_landmarked(scenario))
         )
         result = run_campaign(
             scenario,

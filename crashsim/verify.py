@@ -16,6 +16,7 @@ with ``.`` there.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from collections.abc import Collection, Sequence
 
@@ -23,9 +24,11 @@ import attrs
 from runstore import RunStore, objects, staging
 from runstore import model as m
 from runstore.crashsim.continuation import Resumption, continue_as_user
+from runstore.crashsim.recovered import recover_in_lockstep
 from runstore.enums import ArtifactKind
 from runstore.errors import RunStoreError
 from runstore.probes import PROBE_PREFIX
+from runstore.recovery_disk import QUARANTINE_NAME
 from runstore.testing.lockstep import Diverged
 from runstore.testing.projection import Projection, model_projection, store_projection
 
@@ -51,6 +54,24 @@ def verify(
     """Reopen ``root`` and check it against ``acceptable``, then continue as a user would
     (through ``resumption`` when given). Each of the ``published`` store paths that has an
     artifact row must exist on disk."""
+    copy = f"{root}-resumed"
+    if resumption is not None:
+        shutil.copytree(root, copy, symlinks=True)
+    verdict = _verify_once(root, acceptable, None, published)
+    if not verdict.ok or resumption is None:
+        return verdict
+    resumed = _verify_once(copy, acceptable, resumption, published)
+    if not resumed.ok:
+        return attrs.evolve(resumed, detail=f"resuming instead: {resumed.detail}")
+    return attrs.evolve(verdict, detail=f"{verdict.detail}; resuming instead: {resumed.detail}")
+
+
+def _verify_once(
+    root: str,
+    acceptable: Acceptable,
+    resumption: Resumption | None,
+    published: Collection[str],
+) -> Verdict:
     try:
         store = RunStore.open(root)
     except RunStoreError as error:
@@ -86,7 +107,13 @@ def _check_open_store(
             if resumption is not None:
                 note = resumption.resume(store, state, index)
             else:
-                note = continue_as_user(store, state)
+                recovered = recover_in_lockstep(store, state)
+                problem = sqlite_checks(store.database_path) or object_problem(
+                    store.root, store_projection(store.database_path), published
+                )
+                if problem is not None:
+                    return Verdict(ok=False, matched=label, detail=f"after recovery: {problem}")
+                note = "recovered; " + continue_as_user(store, recovered, strict=True)
             return Verdict(ok=True, matched=label, detail=note)
     labels = " or ".join(label for label, _ in acceptable)
     differences = "; ".join(
@@ -132,7 +159,7 @@ def object_problem(
         return None
     kinds = {kind.value for kind in ArtifactKind}
     for name in sorted(os.listdir(directory)):
-        if name.startswith(staging.STAGE_PREFIX):
+        if name.startswith(staging.STAGE_PREFIX) or name == QUARANTINE_NAME:
             continue
         if name.startswith("."):
             return f"unexpected hidden entry artifacts/{name}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Protocol, runtime_checkable
 
 from runstore.enums import ArtifactKind, AttemptState
 from runstore.errors import InvalidRecordError, RunStoreError
@@ -324,9 +324,28 @@ def publish_finalization_commit_arguments(
     )
 
 
-def recover_arguments(t_ns: object) -> RunStoreError | None:
-    """The model's ``recover`` and ``recoverable``: a time."""
-    return _time("t_ns", t_ns)
+@runtime_checkable
+class DiskDescription(Protocol):
+    """The shape of the model's ``runstore.model.DiskView`` (SPEC.md section 14, "The
+    model"). The value layer may not import the model, so ``recover``'s ``disk`` is checked
+    against these attributes; the view validates its own contents when it is built."""
+
+    @property
+    def stages(self) -> Mapping[str, bool]: ...
+
+    @property
+    def objects(self) -> Mapping[str, object]: ...
+
+    @property
+    def corrupt(self) -> frozenset[str]: ...
+
+
+def recover_arguments(t_ns: object, disk: object) -> RunStoreError | None:
+    """The model's ``recover``: a time, then a ``DiskView`` (see :class:`DiskDescription`)."""
+    return _first(
+        _time("t_ns", t_ns),
+        None if isinstance(disk, DiskDescription) else _refusal("disk", "a DiskView", disk),
+    )
 
 
 OPERATIONS: Final[Mapping[str, Callable[..., RunStoreError | None]]] = MappingProxyType(

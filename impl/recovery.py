@@ -34,7 +34,7 @@ from runstore.publication import Clock, Write
 from runstore.receipts import CommittedEvent, TerminalAttempt
 from runstore.records import ArtifactRegistration
 from runstore.recovery_report import RecoveryReport, RejectedArtifact
-from runstore.requests import interrupted_outcome
+from runstore.requests import interrupted_claims, interrupted_outcome
 from runstore.shapes import references_refusal
 
 R = TypeVar("R")
@@ -89,14 +89,15 @@ def recover(root: str, write: Write, clock: Clock) -> RecoveryReport:
     with staging.RecoveryLock(root, exclusive=True, timeout=0.0):
         work = _Pass(root=root, write=write, t_ns=publication.sample(clock))
         listing = recovery_disk.list_artifacts(root)
-        _stages(work, listing.stages)
-        registered: set[str] = work.write(lambda c: (recovery_tx.registered_paths(c), ()))
-        unregistered = [
-            (name, kind)
-            for name, kind in listing.addresses
-            if _ADDRESS_PREFIX + name not in registered
-        ]
-        _attempts(work, [name for name, kind in unregistered if kind is ArtifactKind.ATTEMPT])
+        stages = _probe_stages(work, listing.stages)
+        try:
+            registered = work.write(lambda c: (recovery_tx.registered_names(c), ()))
+            unregistered = recovery_disk.addresses(listing.names - registered)
+            attempts = [name for name, kind in unregistered if kind is ArtifactKind.ATTEMPT]
+            _attempts(work, attempts)
+            _settle_stages(work, stages)
+        finally:
+            _release(stages)
         _orphans(
             work, [(name, kind) for name, kind in unregistered if kind is not ArtifactKind.ATTEMPT]
         )
@@ -106,13 +107,21 @@ def recover(root: str, write: Write, clock: Clock) -> RecoveryReport:
 # --- stages -------------------------------------------------------------------------------
 
 
-def _stages(work: _Pass, names: Sequence[str]) -> None:
-    """Try every stage's lock; list held stages as busy and defer their attempts;
-    quarantine free stages whose lease is missing, released or expired; then release the
-    unreleased, expired staging leases whose stage is gone."""
+@attrs.frozen(kw_only=True)
+class _Stages:
+    """What the stage probe found: each stage's lock, and the staging leases that matter
+    (those naming a stage, and every unreleased one)."""
+
+    locks: dict[str, recovery_disk.StageLock]
+    leases: tuple[recovery_tx.StageLease, ...]
+
+
+def _probe_stages(work: _Pass, names: Sequence[str]) -> _Stages:
+    """Try every stage's lock without waiting; a held stage is busy and defers the
+    attempt its lease names. The locks taken stay held until :func:`_release`."""
     paths = [_ADDRESS_PREFIX + name for name in names]
-    named, open_leases = work.write(lambda c: (recovery_tx.stage_leases(c, paths, work.t_ns), ()))
-    locks = {}
+    named, unreleased = work.write(lambda c: (recovery_tx.stage_leases(c, paths, work.t_ns), ()))
+    locks: dict[str, recovery_disk.StageLock] = {}
     try:
         for name, path in zip(names, paths, strict=True):
             locks[name] = recovery_disk.StageLock(f"{work.root}/{path}")
@@ -120,18 +129,34 @@ def _stages(work: _Pass, names: Sequence[str]) -> None:
                 work.busy.append(path)
                 if path in named:
                     work.deferred.add(named[path].attempt_id)
-        for name, path in zip(names, paths, strict=True):
-            lease = named.get(path)
-            if locks[name].held_elsewhere or (
-                lease is not None and lease.attempt_id in work.deferred
-            ):
-                continue
-            if lease is None or lease.released or not lease.live:
-                recovery_disk.quarantine(work.root, name)
-                work.quarantined.append(path)
-    finally:
-        for lock in locks.values():
-            lock.release()
+    except BaseException:
+        _release(_Stages(locks=locks, leases=()))
+        raise
+    leases = {lease.id: lease for lease in (*named.values(), *unreleased)}
+    return _Stages(locks=locks, leases=tuple(sorted(leases.values(), key=lambda x: x.id)))
+
+
+def _release(stages: _Stages) -> None:
+    for lock in stages.locks.values():
+        lock.release()
+
+
+def _settle_stages(work: _Pass, stages: _Stages) -> None:
+    """After the attempts: quarantine each free stage whose lease is missing, released or
+    expired (not of a deferred attempt), then release the unreleased, expired staging
+    leases whose stage is gone, in one transaction."""
+    free = [name for name, lock in stages.locks.items() if not lock.held_elsewhere]
+    paths = {name: _ADDRESS_PREFIX + name for name in free}
+    current = work.write(lambda c: (recovery_tx.reread(c, stages.leases, work.t_ns), ()))
+    named = {lease.staging_path: lease for lease in current}
+    open_leases = [lease for lease in current if not lease.released]
+    for name in free:
+        lease = named.get(paths[name])
+        if lease is not None and lease.attempt_id in work.deferred:
+            continue
+        if lease is None or lease.released or not lease.live:
+            recovery_disk.quarantine(work.root, name)
+            work.quarantined.append(paths[name])
     releasable = [
         lease.id
         for lease in open_leases
@@ -219,16 +244,27 @@ def _recover_attempt(
     work: _Pass, attempt: AttemptRecord, cause: str, candidates: Sequence[_Candidate]
 ) -> None:
     passing = [candidate for candidate in candidates if _passes(work, attempt, candidate)]
-    if len(passing) == 1:
-        _import(work, attempt, passing[0])
-        return
+    chosen = _preferred(passing)
     for candidate in passing:
-        work.reject(
-            candidate.path,
-            recovery_report.AMBIGUOUS,
-            f"{len(passing)} completed outcomes of {attempt.id} pass",
-        )
-    _fail(work, attempt, cause)
+        if candidate is not chosen:
+            work.reject(
+                candidate.path,
+                recovery_report.AMBIGUOUS,
+                f"{len(passing)} completed outcomes of {attempt.id} pass",
+            )
+    if chosen is not None:
+        _import(work, attempt, chosen)
+    else:
+        _fail(work, attempt, cause)
+
+
+def _preferred(passing: Sequence[_Candidate]) -> _Candidate | None:
+    """The one candidate to import: recovery's own published failures take precedence
+    (an earlier pass already judged the owner's outcomes and published this one), then
+    exactly one must remain; None when none or several do."""
+    own = [c for c in passing if interrupted_claims(c.claim.outcome) is not None]
+    considered = own or list(passing)
+    return considered[0] if len(considered) == 1 else None
 
 
 def _passes(work: _Pass, attempt: AttemptRecord, candidate: _Candidate) -> bool:

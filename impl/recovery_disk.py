@@ -36,11 +36,15 @@ _ADDRESS: Final = re.compile(
 
 @attrs.frozen(kw_only=True)
 class Listing:
-    """The entries of ``artifacts/`` that recovery handles, each sorted by name: stage
-    directory names and ``(name, kind)`` of every content address."""
+    """The entries of ``artifacts/`` that recovery handles: the stage directory names
+    (sorted) and the names of every other entry that does not start with ``.``, which
+    :func:`addresses` narrows down once the registered ones are set aside."""
 
     stages: tuple[str, ...]
-    addresses: tuple[tuple[str, ArtifactKind], ...]
+    names: frozenset[str]
+
+
+_KINDS: Final = {kind.value: kind for kind in ArtifactKind}
 
 
 def artifacts_path(root: str) -> str:
@@ -49,27 +53,38 @@ def artifacts_path(root: str) -> str:
 
 def list_artifacts(root: str) -> Listing:
     """List ``artifacts/`` (none of it when it is missing). A symbolic link or
-    non-directory there is ``unsafe_path``; so is a stage entry that is a symbolic link or
-    not a directory. Names that are neither stages nor addresses are not recovery's."""
+    non-directory there is ``unsafe_path``; so is a stage entry, or ``.quarantine``, that
+    is a symbolic link or not a directory (checked here, before the pass commits
+    anything). Only names are read: with a long history this directory is large, and
+    only stages are worth an ``lstat``."""
     path = artifacts_path(root)
     try:
         info = os.lstat(path)
     except FileNotFoundError:
-        return Listing(stages=(), addresses=())
+        return Listing(stages=(), names=frozenset())
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePathError(f"{path} is not a directory")
     stages: list[str] = []
-    addresses: list[tuple[str, ArtifactKind]] = []
-    with os.scandir(path) as entries:
-        for entry in entries:
-            if entry.name.startswith(STAGE_PREFIX):
-                if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
-                    raise UnsafePathError(f"the stage {entry.path} is not a directory")
-                stages.append(entry.name)
-            elif _ADDRESS.fullmatch(entry.name):
-                kind = ArtifactKind(entry.name.split("-", 1)[0])
-                addresses.append((entry.name, kind))
-    return Listing(stages=tuple(sorted(stages)), addresses=tuple(sorted(addresses)))
+    names: list[str] = []
+    for name in os.listdir(path):
+        if name.startswith(STAGE_PREFIX) or name == QUARANTINE_NAME:
+            if not stat.S_ISDIR(os.lstat(os.path.join(path, name)).st_mode):
+                raise UnsafePathError(f"{os.path.join(path, name)} is not a directory")
+            if name != QUARANTINE_NAME:
+                stages.append(name)
+        elif not name.startswith("."):
+            names.append(name)
+    return Listing(stages=tuple(sorted(stages)), names=frozenset(names))
+
+
+def addresses(names: frozenset[str]) -> list[tuple[str, ArtifactKind]]:
+    """``(name, kind)`` of each of ``names`` that is a content address
+    (``<known kind>-<64 lowercase hex>``), by name; other names are not recovery's."""
+    found = []
+    for name in sorted(names):
+        if _ADDRESS.fullmatch(name):
+            found.append((name, _KINDS[name.split("-", 1)[0]]))
+    return found
 
 
 class StageLock:

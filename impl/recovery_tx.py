@@ -12,6 +12,7 @@ clamped per attempt to its preceding transition (``effective``).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 
@@ -54,8 +55,10 @@ def cause_at(connection: sqlite3.Connection, attempt: AttemptRecord, now_ns: int
 def nonterminal_attempts(connection: sqlite3.Connection) -> list[AttemptRecord]:
     """Every attempt that is not terminal, in attempt id order."""
     marks = ", ".join("?" for _ in _TERMINAL)
+    # No index holds state: scan the table in storage order and sort the few survivors
+    # (``+id`` keeps the planner from walking the id index and looking every row up).
     rows = sql.execute(
-        connection, f"SELECT id FROM attempts WHERE state NOT IN ({marks}) ORDER BY id", _TERMINAL
+        connection, f"SELECT id FROM attempts WHERE state NOT IN ({marks}) ORDER BY +id", _TERMINAL
     )
     found = [load_attempt(connection, row[0]) for row in rows]
     return [attempt for attempt in found if attempt is not None]
@@ -90,18 +93,29 @@ class StageLease:
 def stage_leases(
     connection: sqlite3.Connection, paths: Sequence[str], t_ns: int
 ) -> tuple[dict[str, StageLease], list[StageLease]]:
-    """The staging leases naming ``paths`` (by path), and every unreleased staging lease."""
-    query = (
+    """The staging leases naming ``paths`` (by path; of several naming one path, the last
+    in storage order), and every unreleased staging lease (by lease id)."""
+    # No index holds staging_path or released_at_ns: one pass over the leases in storage
+    # order answers both questions (instead of one full scan per stage plus one more).
+    rows = sql.execute(
+        connection,
         "SELECT l.id, l.attempt_id, l.staging_path, l.acquired_at_ns, l.expires_at_ns, "
         "l.released_at_ns, a.updated_at_ns FROM leases AS l JOIN attempts AS a "
-        "ON a.id = l.attempt_id WHERE l.purpose = 'staging' AND "
+        "ON a.id = l.attempt_id WHERE l.purpose = 'staging' AND (l.released_at_ns IS NULL "
+        "OR l.staging_path IN (SELECT value FROM json_each(?))) ORDER BY l.rowid",
+        (json.dumps(list(paths)),),
     )
+    wanted = set(paths)
     named: dict[str, StageLease] = {}
-    for path in paths:
-        for row in sql.execute(connection, query + "l.staging_path = ?", (path,)):
-            named[path] = _stage_lease(row, t_ns)
-    open_rows = sql.execute(connection, query + "l.released_at_ns IS NULL ORDER BY l.id")
-    return named, [_stage_lease(row, t_ns) for row in open_rows]
+    unreleased: list[StageLease] = []
+    for row in rows:
+        lease = _stage_lease(row, t_ns)
+        if lease.staging_path in wanted:
+            named[lease.staging_path] = lease
+        if not lease.released:
+            unreleased.append(lease)
+    unreleased.sort(key=lambda lease: lease.id)  # code point order = SQLite BINARY (UTF-8)
+    return named, unreleased
 
 
 def _stage_lease(row: sql.Row, t_ns: int) -> StageLease:
@@ -117,19 +131,32 @@ def _stage_lease(row: sql.Row, t_ns: int) -> StageLease:
     )
 
 
+def reread(
+    connection: sqlite3.Connection, leases: Sequence[StageLease], t_ns: int
+) -> list[StageLease]:
+    """``leases`` as they are now (by primary key): no staging lease is created while
+    recovery holds its lock exclusively, so these are still all the ones that matter."""
+    found = []
+    for lease in leases:
+        rows = sql.execute(connection, _LEASE_BY_ID, (lease.id,))
+        found.append(_stage_lease(rows[0], t_ns))
+    return found
+
+
+_LEASE_BY_ID = (
+    "SELECT l.id, l.attempt_id, l.staging_path, l.acquired_at_ns, l.expires_at_ns, "
+    "l.released_at_ns, a.updated_at_ns FROM leases AS l JOIN attempts AS a "
+    "ON a.id = l.attempt_id WHERE l.id = ? AND l.purpose = 'staging'"
+)
+
+
 def release_stage_leases(
     connection: sqlite3.Connection, lease_ids: Sequence[str], t_ns: int
 ) -> None:
     """Release each of ``lease_ids`` (staging leases) at its judging time, rechecked under
     the write lock: a lease already released, or live again, is left."""
     for lease_id in lease_ids:
-        rows = sql.execute(
-            connection,
-            "SELECT l.id, l.attempt_id, l.staging_path, l.acquired_at_ns, l.expires_at_ns, "
-            "l.released_at_ns, a.updated_at_ns FROM leases AS l JOIN attempts AS a "
-            "ON a.id = l.attempt_id WHERE l.id = ? AND l.purpose = 'staging'",
-            (lease_id,),
-        )
+        rows = sql.execute(connection, _LEASE_BY_ID, (lease_id,))
         lease = _stage_lease(rows[0], t_ns)
         if not lease.released and not lease.live:
             sql.execute(
@@ -349,6 +376,8 @@ def register_orphans(
     return registered
 
 
-def registered_paths(connection: sqlite3.Connection) -> set[str]:
-    """The store paths of every registered artifact."""
-    return {row[0] for row in sql.execute(connection, "SELECT path FROM artifacts")}
+def registered_names(connection: sqlite3.Connection) -> frozenset[str]:
+    """The names under ``artifacts/`` of every registered artifact (its path without the
+    ``artifacts/`` prefix, which the schema requires every path to have)."""
+    rows = sql.execute(connection, "SELECT substr(path, 11) FROM artifacts")
+    return frozenset(row[0] for row in rows)

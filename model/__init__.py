@@ -14,7 +14,8 @@ and the state value), ``guard`` (the shared check order), ``registration``, ``at
 ``observations`` (register and select), ``finalization`` (claims, the terminal commit),
 ``publication`` (staging leases, staged artifacts and the publisher's finalization
 steps), ``content`` (manifests and tree hashes over in-memory trees),
-``outcome_document`` and ``recovery``. What is *not*
+``outcome_document``, ``recovery`` (the pass), ``recovery_checks`` (a candidate
+outcome's checks) and ``disk`` (what recovery is told is on disk). What is *not*
 shared with the writer, on purpose, is the composition: the order of checks and the state
 changes of each operation, which the lockstep tests compare with the writer's SQL.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from runstore import errors
 from runstore.model.attempts import advance, reserve
+from runstore.model.disk import DiskObject, DiskView
 from runstore.model.finalization import acceptance_refusal, begin_finalization, commit_finalization
 from runstore.model.leases import renew
 from runstore.model.observations import register_observation
@@ -73,6 +75,8 @@ MODEL_REFUSAL_CODES: frozenset[str] = frozenset(
 __all__ = [
     "INTERRUPTED_ATTEMPT",
     "MODEL_REFUSAL_CODES",
+    "DiskObject",
+    "DiskView",
     "LeaseRow",
     "ModelState",
     "Recoverable",

@@ -17,7 +17,7 @@ from typing import Protocol, TypeVar
 
 from runstore import model as m
 from runstore.enums import ArtifactKind, AttemptState
-from runstore.errors import RunStoreError
+from runstore.errors import InvalidRecordError, RunStoreError
 from runstore.receipts import (
     ClaimDisposition,
     ObservationReceipt,
@@ -34,6 +34,7 @@ from runstore.records import (
     ObservationSlot,
     ResolvedRun,
 )
+from runstore.recovery_report import RecoveryReport
 from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
 
 T = TypeVar("T")
@@ -105,6 +106,8 @@ class Writer(Protocol):
         clock: Clock,
     ) -> PublishedFinalization: ...
 
+    def recover(self, clock: Clock) -> RecoveryReport: ...
+
 
 class Diverged(Exception):
     """The store and the model disagreed, or the model broke its own contract."""
@@ -121,7 +124,12 @@ class ModelRefusal(Exception):
 class ModelWriter:
     """The pure model behind the :class:`Writer` interface; ``state`` is the current state."""
 
-    def __init__(self, state: m.ModelState, tokens: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        state: m.ModelState,
+        tokens: Callable[[], str] | None = None,
+        disk: Callable[[m.ModelState], m.DiskView] | None = None,
+    ) -> None:
         self.state = state
         self.trail: list[m.ModelState] = []
         """Every state this writer moved to, in order: a publication commits several
@@ -130,6 +138,10 @@ class ModelWriter:
         """Where the model's stage tokens come from (the store's come from the seam
         :func:`runstore.staging.install_token_source`); two fresh :class:`StageTokens`
         counters keep the two in step."""
+        self.disk = disk
+        """What recovery finds on disk, read just before the model's pass (for a store
+        driven in lockstep: :func:`runstore.testing.disk.disk_view` of its root); without
+        it the model cannot recover."""
 
     def apply(self, step: tuple[m.ModelState, T | m.Refusal]) -> T:
         new_state, result = step
@@ -230,6 +242,22 @@ class ModelWriter:
         return model_publisher.publish_finalization(
             self, attempt, outcome, references, populate, clock
         )
+
+    def recover(self, clock: Clock) -> RecoveryReport:
+        from runstore.testing import model_publisher
+
+        if not callable(clock):
+            raise ModelRefusal(m.refuse(InvalidRecordError, "clock must be callable"))
+        t_ns = model_publisher.sample(self, clock)
+        if self.disk is None:
+            raise Diverged("the model writer has no view of the disk to recover with")
+        steps: list[m.ModelState] = []
+        new_state, report = m.recover(self.state, t_ns, self.disk(self.state), steps)
+        if isinstance(report, m.Refusal):
+            return self.apply((new_state, report))
+        for step in steps[:-1]:  # each of the store's transactions that changed something
+            self.apply((step, None))
+        return self.apply((new_state, report))
 
 
 class StageTokens:

@@ -45,7 +45,7 @@ def _raise(writer: ModelWriter, error: RunStoreError | None) -> None:
         raise ModelRefusal(m.refused(error))
 
 
-def _sample(writer: ModelWriter, clock: Callable[[], int]) -> int:
+def sample(writer: ModelWriter, clock: Callable[[], int]) -> int:
     value = clock()
     _raise(writer, arguments.clock_sample(value))
     assert isinstance(value, int)
@@ -103,15 +103,15 @@ def publish_artifact(
     """``RunStore.publish_artifact`` over the model."""
     _raise(writer, arguments.publish_artifact_arguments(attempt, kind, populate, clock))
     _raise(writer, arguments.publish_kind_refusal(kind))
-    stage = _stage(writer, attempt, _sample(writer, clock))
+    stage = _stage(writer, attempt, sample(writer, clock))
     tree = _populated(writer, populate, (MANIFEST,))
     completed = content.complete(tree, {}, (MANIFEST,))
     assert not isinstance(completed, m.Refusal), completed
     _, tree_sha256, manifest_sha256 = completed
-    verified = max(_sample(writer, clock), stage.acquired_at_ns)
+    verified = max(sample(writer, clock), stage.acquired_at_ns)
     artifact = _registration(kind, tree_sha256, manifest_sha256, verified)
     writer.apply(
-        m.publish_staged_artifact(writer.state, attempt, stage.id, artifact, _sample(writer, clock))
+        m.publish_staged_artifact(writer.state, attempt, stage.id, artifact, sample(writer, clock))
     )
     return PublishedArtifact(attempt=attempt, artifact=artifact)
 
@@ -129,11 +129,11 @@ def publish_finalization(
         writer,
         arguments.publish_finalization_arguments(attempt, outcome, references, populate, clock),
     )
-    staged_at = _sample(writer, clock)
+    staged_at = sample(writer, clock)
     writer.apply(m.check_finalization(writer.state, attempt, outcome, references, staged_at))
     stage = _stage(writer, attempt, staged_at)
     tree = _populated(writer, populate, (MANIFEST, OUTCOME))
-    finish_sample = max(_sample(writer, clock), stage.acquired_at_ns)
+    finish_sample = max(sample(writer, clock), stage.acquired_at_ns)
     finished = writer.apply(
         m.check_finalization(writer.state, attempt, outcome, references, finish_sample)
     )
@@ -144,7 +144,7 @@ def publish_finalization(
     completed = content.complete(tree, {OUTCOME: document}, (MANIFEST, OUTCOME))
     assert not isinstance(completed, m.Refusal), completed
     _, tree_sha256, manifest_sha256 = completed
-    verified = max(_sample(writer, clock), stage.acquired_at_ns)
+    verified = max(sample(writer, clock), stage.acquired_at_ns)
     artifact = _registration(ArtifactKind.ATTEMPT, tree_sha256, manifest_sha256, verified)
     terminal = writer.apply(
         m.publish_finalization_commit(
@@ -156,7 +156,7 @@ def publish_finalization(
             references,
             snapshot,
             finished,
-            _sample(writer, clock),
+            sample(writer, clock),
         )
     )
     return PublishedFinalization(terminal=terminal, artifact=artifact)

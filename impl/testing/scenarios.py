@@ -15,6 +15,7 @@ from collections.abc import Callable
 import attrs
 from runstore.enums import ArtifactKind, AttemptState, Completion, ExecutionKind
 from runstore.model import (
+    DiskView,
     attempts,
     finalization,
     leases,
@@ -256,10 +257,9 @@ def expired_owner_recovered(t: Transcript) -> None:
     t.ask(recovery.recoverable, t_ns=4_999)
     t.ask(recovery.recoverable, t_ns=5_000)
     t.do(attempts.advance, guard=guard, phase=AttemptState.VALIDATING, now_ns=5_000)
-    outcome = {guard.attempt_id: artifact(ArtifactKind.ATTEMPT, "recovered-0")}
-    t.do(recovery.recover, t_ns=6_000, artifacts=outcome)
+    t.do(recovery.recover, t_ns=6_000, disk=DiskView())
     t.ask(recovery.recoverable, t_ns=6_000)
-    t.do(recovery.recover, t_ns=6_001, artifacts=outcome)
+    t.do(recovery.recover, t_ns=6_001, disk=DiskView())
 
 
 def stale_revision_refused(t: Transcript) -> None:

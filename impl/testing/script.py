@@ -52,7 +52,7 @@ GUARDED: Final = frozenset(
 )
 """The operations whose first argument is a guard (``attempt``), taken from the context."""
 
-OPERATIONS: Final = GUARDED | {"register_slots", "register_one_shot", "reserve"}
+OPERATIONS: Final = GUARDED | {"register_slots", "register_one_shot", "reserve", "recover"}
 
 
 @attrs.frozen
@@ -281,3 +281,8 @@ def publish_finalization(
         },
         attempt,
     )
+
+
+def recover(clock: ClockScript, *, name: str = "recover") -> Call:
+    """One recovery pass, sampling ``clock`` (a fresh clock per play)."""
+    return Call(name, "recover", {"clock": clock})
