@@ -8,12 +8,17 @@ Each step must give the same result or the same refusal code, and after every st
 whole durable projection, read through a fresh read-only connection, must equal the model's.
 Publication runs with real files in the store's temporary root (the model reads what the
 callback wrote and hashes it with its own content module), with clocks that step back,
-jump past expiries or leave the range; after every step each registered artifact must be on
-disk at its address and verify against its manifest and tree hash.
+jump past expiries or leave the range (a publication refused after its rename leaves a
+verified orphan, one refused earlier a registered stage); after every step each registered
+artifact must be on disk at its address and verify against its manifest and tree hash.
+Recovery runs at drawn times (often just at or past the owners' expiries), the model seeing
+the disk through :func:`runstore.testing.disk.disk_view`, with stage locks sometimes held
+as a live publisher's would be; its report must equal the model's.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sqlite3
@@ -60,9 +65,10 @@ from runstore import (
 from runstore import model as m
 from runstore.guard import load_attempt
 from runstore.testing import fixtures as sc
+from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, StageTokens, Writer, lockstep
 from runstore.testing.projection import model_projection, store_projection
-from runstore.testing.publishing import ClockScript, Payload
+from runstore.testing.publishing import ClockScript, Payload, at
 
 OWNERS = (sc.OWNER, sc.OTHER_OWNER)
 LEASE_IDS = tuple(f"lease-{n}" for n in range(10))
@@ -150,12 +156,18 @@ class WriterMatchesModel(RuleBasedStateMachine):
         self.root = tempfile.mkdtemp(prefix="runstore-lockstep-")
         self.stores = [RunStore.open(self.root), RunStore.open(self.root)]
         self.tokens = staging.install_token_source(StageTokens())
-        self.model = ModelWriter(m.ModelState(), tokens=StageTokens())
+        self.model = ModelWriter(
+            m.ModelState(), tokens=StageTokens(), disk=lambda state: disk_view(self.root, state)
+        )
         self.guards: list[OwnedAttempt] = []
+        self.held: dict[str, int] = {}
+        """Stage lock files this test holds, as a live publisher in another process would."""
         self.clock = 1_000
         self.lease_serial = 0
 
     def teardown(self) -> None:
+        for fd in self.held.values():
+            os.close(fd)
         staging.install_token_source(self.tokens)
         for store in self.stores:
             store.close()
@@ -439,6 +451,91 @@ class WriterMatchesModel(RuleBasedStateMachine):
             store,
             lambda w: w.publish_finalization(guard, outcome, references, payload, clock.fresh()),
         )
+
+    @rule(data=st.data())
+    def recover(self, data: st.DataObject) -> None:
+        """A recovery pass: mostly after some or every owner expired (at, or just before, a
+        lease's expiry, or past them all), sometimes at the creeping clock; stages, orphans
+        and stranded claims come from publications refused part way (a clock leaving the
+        range after the rename, a hostile payload) and from leases left to expire."""
+        expiries = sorted({lease.expires_at_ns for lease in self.model.state.leases.values()})
+        choices = [st.integers(0, 2).map(lambda d: self.clock + d)]
+        if expiries:
+            choices.append(st.sampled_from(expiries))
+            choices.append(st.sampled_from(expiries).map(lambda e: max(0, e - 1)))
+            choices.append(st.just(max(self.clock, expiries[-1]) + 1))
+        t_ns = data.draw(st.one_of(*choices), label="recovery time")
+        self.clock = max(self.clock, t_ns)
+        report = self._lockstep(self._store(data), lambda w: w.recover(at(t_ns).fresh()))
+        if report is not None:
+            for name, items in (
+                ("terminal", report.terminals),
+                ("imported", report.imported_artifacts),
+                ("quarantined", report.quarantined_stages),
+                ("busy", report.busy_stages),
+                ("rejected", report.rejected_artifacts),
+            ):
+                if items:
+                    event(f"recovery: {name}")
+            for terminal in report.terminals:
+                event(f"recovered: {terminal.state.value}")
+            for rejection in report.rejected_artifacts:
+                event(f"recovery rejected: {rejection.code}")
+
+    @rule(data=st.data(), outcome=outcomes, final=st.booleans(), dies=st.integers(1, 3))
+    def die_while_publishing(
+        self, data: st.DataObject, outcome: Any, final: bool, dies: int
+    ) -> None:
+        """A publisher of a current guard that dies at its ``dies``-th clock sample after
+        staging (its clock leaves the range there, refused on both sides): before the
+        rename a registered stage is left, after it a verified orphan too, which recovery
+        imports (a final artifact) or registers (an independent one) once its owner
+        expires."""
+        current = [
+            g
+            for g in self.guards
+            if (row := self.model.state.attempts.get(g.attempt_id)) is not None
+            and (row.revision, row.state) == (g.revision, g.state)
+        ]
+        if not current:
+            return
+        guard = data.draw(st.sampled_from(current), label="dying publisher")
+        store, start = self._store(data), self.clock + 1
+        samples = [start, start + 1, start + 2, start + 3]
+        samples[dies if final else min(dies, 2)] = 2**63
+        clock = ClockScript(samples=tuple(samples))
+        self.clock = start + 3
+        payload = Payload(files=(("log", f"died at {dies}".encode()),))
+        if final:
+            self._lockstep(
+                store,
+                lambda w: w.publish_finalization(guard, outcome, [], payload, clock.fresh()),
+            )
+        else:
+            kind = ArtifactKind.DATASET
+            self._lockstep(store, lambda w: w.publish_artifact(guard, kind, payload, clock.fresh()))
+
+    @rule(data=st.data())
+    def hold_or_release_a_stage_lock(self, data: st.DataObject) -> None:
+        """Hold a stage's lock as a live publisher in another process would (recovery must
+        then list the stage as busy and defer its attempt), or release one held."""
+        directory = os.path.join(self.root, staging.ARTIFACTS_DIR)
+        names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+        stages = [name for name in names if name.startswith(staging.STAGE_PREFIX)]
+        choices = sorted({*stages, *self.held})
+        if not choices:
+            return
+        name = data.draw(st.sampled_from(choices), label="stage")
+        if name in self.held:
+            os.close(self.held.pop(name))
+            return
+        lock = os.path.join(directory, name, staging.STAGE_LOCK_NAME)
+        if not os.path.isfile(lock):
+            return
+        fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.held[name] = fd
+        event("stage lock held")
 
     @rule(data=st.data())
     def a_second_acceptance_is_refused_by_the_schema(self, data: st.DataObject) -> None:

@@ -252,9 +252,14 @@ class ModelWriter:
         if self.disk is None:
             raise Diverged("the model writer has no view of the disk to recover with")
         steps: list[m.ModelState] = []
-        new_state, report = m.recover(self.state, t_ns, self.disk(self.state), steps)
+        disk = self.disk(self.state)
+        new_state, report = m.recover(self.state, t_ns, disk, steps)
         if isinstance(report, m.Refusal):
             return self.apply((new_state, report))
+        for terminal in report.terminals:  # the store stages each failure it publishes
+            final = new_state.attempts[terminal.attempt_id].final_artifact_id
+            if new_state.artifacts[final or ""].path not in disk.objects:
+                self.tokens()
         for step in steps[:-1]:  # each of the store's transactions that changed something
             self.apply((step, None))
         return self.apply((new_state, report))
