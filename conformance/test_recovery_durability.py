@@ -1,0 +1,114 @@
+"""Recovery's durability steps and its recheck under the write lock (SPEC.md section 14),
+seen through the two seams' observers: what is synced before the import commits, that a
+quarantine never replaces, and that an owner found live again under the write lock is left
+alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from publication_world import EXPIRES, PublicationWorld, open_world
+from recovery_world import (
+    addresses,
+    attempt_row,
+    crash_finalization,
+    crash_populate,
+    recover,
+    store_path,
+)
+from runstore import Accepted, ArtifactKind, RunStore, durable, sql
+from runstore.errors import DestinationConflictError
+from runstore.testing import fixtures as sc
+
+TERMINAL_UPDATE = "UPDATE attempts SET state"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[PublicationWorld]:
+    yield from open_world(tmp_path)
+
+
+@pytest.fixture
+def seen() -> Iterator[list[tuple[str, str]]]:
+    """Every durability call (``(operation, target)``, before it runs) and every SQL
+    statement (``("sql", text)``) of this process, in order, while the test runs."""
+    log: list[tuple[str, str]] = []
+
+    def on_durable(phase: str, operation: str, target: str) -> None:
+        if phase == "before":
+            log.append((operation, target))
+
+    def on_sql(phase: str, statement: str) -> None:
+        if phase == "before":
+            log.append(("sql", statement))
+
+    previous = durable.install_observer(on_durable), sql.install_observer(on_sql)
+    try:
+        yield log
+    finally:
+        durable.install_observer(previous[0])
+        sql.install_observer(previous[1])
+
+
+def test_the_imported_object_and_its_parent_are_synced_before_the_import_commits(
+    world: PublicationWorld, seen: list[tuple[str, str]]
+) -> None:
+    guard, _ = world.ready_to_accept(sc.slot_fixture())
+    orphan = crash_finalization(world, guard, Accepted(), crash_at=4)
+    seen.clear()
+    (terminal,) = recover(world, EXPIRES).terminals
+    assert attempt_row(world, terminal.attempt_id)["final_artifact_id"].endswith(orphan.name)
+    commit = next(
+        i
+        for i, (kind, text) in enumerate(seen)
+        if kind == "sql" and text.startswith(TERMINAL_UPDATE)
+    )
+    before = seen[:commit]
+    synced_files = {target for kind, target in before if kind == "fsync_file"}
+    synced_dirs = {target for kind, target in before if kind == "fsync_dir"}
+    for path in orphan.rglob("*"):
+        if path.is_file():
+            assert str(path) in synced_files, f"{path.name} was not synced before the import"
+    assert str(orphan) in synced_dirs
+    assert str(world.artifacts) in synced_dirs
+
+
+def test_a_quarantine_never_replaces_what_is_already_there(world: PublicationWorld) -> None:
+    guard = world.executing(sc.slot_fixture())
+    stage = crash_populate(world, guard)
+    taken = world.artifacts / ".quarantine" / stage.name
+    taken.mkdir(parents=True)  # empty: a replacing rename would silently take its place
+    with pytest.raises(DestinationConflictError):
+        recover(world, EXPIRES)
+    assert stage.is_dir() and (stage / "object" / "partial.bin").read_bytes() == b"half"
+    assert list(taken.iterdir()) == []
+
+
+def test_an_owner_found_live_again_under_the_write_lock_is_left_alone(
+    world: PublicationWorld,
+) -> None:
+    """Between the pass's reading and its import transaction, the owner (its clock behind
+    the recoverer's) renews: the import's recheck finds it live and commits nothing."""
+    guard, _ = world.ready_to_accept(sc.slot_fixture())
+    orphan = crash_finalization(world, guard, Accepted(), crash_at=4)
+    owner = RunStore.open(world.root)
+    renewed: list[object] = []
+
+    def revive(phase: str, operation: str, target: str) -> None:
+        if phase == "before" and operation == "fsync_file" and not renewed:
+            renewed.append(owner.renew(guard, EXPIRES + 5_000, EXPIRES - 1))
+
+    previous = durable.install_observer(revive)
+    try:
+        report = recover(world, EXPIRES)
+    finally:
+        durable.install_observer(previous)
+        owner.close()
+    assert renewed, "the owner never renewed"
+    assert report.terminals == ()
+    assert attempt_row(world, guard.attempt_id)["state"] == "finalizing"
+    assert store_path(orphan) in [store_path(p) for p in addresses(world, ArtifactKind.ATTEMPT)]
+    assert recover(world, EXPIRES + 5_000).terminals[0].state.value == "accepted"
