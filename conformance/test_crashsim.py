@@ -17,7 +17,7 @@ from runstore import objects
 from runstore.crashsim.__main__ import main
 from runstore.crashsim.campaign import Point, Selector, check_prefix, points_of, run_campaign
 from runstore.crashsim.faulty import changing_path, early_registration, split_reserve
-from runstore.crashsim.scenarios import FULL_IN_SUBSET, PUBLICATIONS, SCENARIOS
+from runstore.crashsim.scenarios import FULL_IN_SUBSET, PUBLICATIONS, RECOVERIES, SCENARIOS
 from runstore.crashsim.suite import default_directory, run_suite
 from runstore.crashsim.tracer import CRASH_EXIT, normalize
 from runstore.crashsim.verify import object_problem
@@ -60,6 +60,14 @@ def test_representative_subset_passes() -> None:
         if campaign.scenario.startswith("publish_finalization"):
             assert sum("outcome.json" in b for b in crashed) >= 2
             assert any("UPDATE attempts SET state" in b for b in crashed)
+    # Every recovery campaign crashes recovery itself at its landmarks: the renames (a
+    # quarantine or its own failure's publication) and its transactions' commits.
+    recoveries = {s.name for s in RECOVERIES}
+    for campaign in suite.campaigns:
+        if campaign.scenario in recoveries:
+            crashed = [r.boundary for r in campaign.results if "step 1" in r.operation]
+            assert any("rename_noreplace" in b for b in crashed), campaign.scenario
+            assert sum("COMMIT" in b for b in crashed) >= 2, campaign.scenario
     print(suite.summary())
     assert SUMMARY.match(suite.summary())
 
@@ -157,7 +165,10 @@ def test_completed_objects_must_verify_under_their_address(tmp_path: Path) -> No
     assert "not on disk" in str(object_problem(str(tmp_path), {"artifacts": [row]}, missing))
     (right / "a" / "b.txt").write_bytes(b"BYTES")
     assert "does not verify" in str(object_problem(str(tmp_path), projection))
-    (artifacts / ".quarantine").mkdir()
+    (right / "a" / "b.txt").write_bytes(b"bytes")
+    (artifacts / ".quarantine").mkdir()  # recovery's: allowed
+    assert object_problem(str(tmp_path), projection) is None
+    (artifacts / ".elsewhere").mkdir()
     assert "unexpected hidden entry" in str(object_problem(str(tmp_path), projection))
 
 

@@ -57,6 +57,7 @@ OWNED = (
     "events.json",
     "content.json",
     "outcomes.json",
+    "recovery.json",
 )
 
 
@@ -285,6 +286,7 @@ IDENTITIES = read_vectors("identities.json")
 EVENTS = read_vectors("events.json")
 CONTENT = read_vectors("content.json")
 OUTCOMES = read_vectors("outcomes.json")
+RECOVERY = read_vectors("recovery.json")
 
 
 def cases(document: dict[str, Any], section: str) -> pytest.MarkDecorator:
@@ -571,7 +573,7 @@ def nesting(value: Any) -> int:
 
 
 @pytest.mark.parametrize(
-    "document", [CANONICAL, IDENTITIES, EVENTS, CONTENT, OUTCOMES], ids=list(OWNED)
+    "document", [CANONICAL, IDENTITIES, EVENTS, CONTENT, OUTCOMES, RECOVERY], ids=list(OWNED)
 )
 def test_vector_file_layout(document: dict[str, Any]) -> None:
     assert document["format_version"] == 1

@@ -1,8 +1,9 @@
 """Reading the plain-JSON forms the vector files share (``vectors/README.md``), as an
 independent implementation would: leases, retry authorizations, terminal outcomes, writer
 operations (replayed on any writer) and the documents of their results. Used by
-``test_vectors.py`` (events) and ``test_vectors_outcomes.py``; independent of the
-generator's own encoders in ``tools/vectorgen``.
+``test_vectors.py`` (events), ``test_vectors_outcomes.py`` and
+``test_vectors_recovery.py`` (which adds the ``recover`` operation and its report);
+independent of the generator's own encoders in ``tools/vectorgen``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from runstore import (
     ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
+    RecoveryReport,
     ResolvedRun,
     Retry,
     RetryAuthorization,
@@ -86,6 +88,9 @@ def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAtt
             AttemptSlot.from_json(a["attempt_slot"]),
             ObservationSlot.from_json(a["observation_slot"]),
         )
+    if name == "recover":
+        reading = ns_from_json(a["clock"])  # the pass samples its clock exactly once
+        return writer.recover(lambda: reading)
     now_ns = ns_from_json(a["now_ns"])
     if name == "reserve":
         authorization = authorization_of(a["authorization"])
@@ -116,6 +121,14 @@ def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAtt
 
 
 def result_document(result: object) -> dict[str, Any]:
+    if isinstance(result, RecoveryReport):
+        return {
+            "terminals": [result_document(terminal) for terminal in result.terminals],
+            "imported_artifacts": [artifact.to_json() for artifact in result.imported_artifacts],
+            "quarantined_stages": list(result.quarantined_stages),
+            "busy_stages": list(result.busy_stages),
+            "rejected_artifacts": [[r.path, r.code] for r in result.rejected_artifacts],
+        }
     if isinstance(result, str):
         return {"slot_id": result}
     if isinstance(result, ClaimDisposition):

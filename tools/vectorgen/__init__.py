@@ -6,16 +6,18 @@
 * :mod:`vectorgen.events`: ``vectors/events.json``
 * :mod:`vectorgen.content`: ``vectors/content.json``
 * :mod:`vectorgen.outcomes`: ``vectors/outcomes.json``
+* :mod:`vectorgen.recovery`: ``vectors/recovery.json``
 
 Each module holds its cases as data and a ``build()`` returning its file's text; the bytes
 come from the library. ``tools/regen`` writes (or, with ``--check``, checks) them together
 with the other generated files, and ``conformance/test_vectors.py`` checks both that the
 committed files are what ``build()`` produces and, independently, that every vector holds
-(``content.json`` and ``outcomes.json``: ``conformance/test_vectors_content.py`` and
-``conformance/test_vectors_outcomes.py``).
+(``content.json``, ``outcomes.json`` and ``recovery.json``:
+``conformance/test_vectors_content.py``, ``conformance/test_vectors_outcomes.py`` and
+``conformance/test_vectors_recovery.py``).
 
-Rules of this package: no file I/O (``tools/regen`` owns the files); ``events`` alone opens
-a store, on a temporary root of its own.
+Rules of this package: no file I/O (``tools/regen`` owns the files); ``events``,
+``outcomes`` and ``recovery`` open stores, each on temporary roots of its own.
 """
 
 from __future__ import annotations
