@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from publication_world import EXPIRES, PublicationWorld, open_world
+from publication_world import DATA, EXPIRES, ClockScript, PublicationWorld, open_world
 from recovery_world import (
     addresses,
     attempt_row,
@@ -19,8 +19,8 @@ from recovery_world import (
     recover,
     store_path,
 )
-from runstore import Accepted, ArtifactKind, RunStore, durable, sql
-from runstore.errors import DestinationConflictError
+from runstore import Accepted, ArtifactKind, Failed, RunStore, durable, sql
+from runstore.errors import DestinationConflictError, OutOfRangeError
 from runstore.testing import fixtures as sc
 
 TERMINAL_UPDATE = "UPDATE attempts SET state"
@@ -112,3 +112,22 @@ def test_an_owner_found_live_again_under_the_write_lock_is_left_alone(
     assert attempt_row(world, guard.attempt_id)["state"] == "finalizing"
     assert store_path(orphan) in [store_path(p) for p in addresses(world, ArtifactKind.ATTEMPT)]
     assert recover(world, EXPIRES + 5_000).terminals[0].state.value == "accepted"
+
+
+def test_a_terminal_commit_never_releases_a_stage_before_its_acquisition(
+    world: PublicationWorld,
+) -> None:
+    """A publication whose clock ran ahead left its stage (acquired at 5,000, lease
+    unreleased); the owner then commits with its clock back at 1,600. Every lease of the
+    attempt is released, the stage's at its acquisition, never before it (SPEC.md section
+    6), on the store and in the model alike."""
+    guard = world.finalizing(world.executing(sc.slot_fixture()), 1_500)
+    clock = ClockScript(samples=(5_000, 2**63))  # refused at its second sample
+    with pytest.raises(OutOfRangeError):
+        world.publish_artifact(guard, ArtifactKind.DATASET, DATA, clock)
+    assert world.stage_lease(1)[0] == 5_000
+    failed = Failed(code="worker_exit", details={"exit": 1})
+    final = sc.artifact(ArtifactKind.ATTEMPT, "after-the-stage")
+    world.lockstep(lambda w: w.commit_finalization(guard, failed, final, [], 1_600, 1_600))
+    assert world.lease("reservation-0")[2] == 1_600
+    assert world.stage_lease(1)[2] == 5_000

@@ -101,9 +101,12 @@ def extend_leases(
 
 
 def release_attempt_leases(connection: sqlite3.Connection, attempt_id: str, now_ns: int) -> None:
-    """Release every unreleased lease of the attempt at ``now_ns``."""
+    """Release every unreleased lease of the attempt at ``now_ns``, or at its acquisition
+    when that is later (a stage acquired at a clamped time after a backward clock's
+    commit time: a release never precedes its lease)."""
     sql.execute(
         connection,
-        "UPDATE leases SET released_at_ns = ? WHERE attempt_id = ? AND released_at_ns IS NULL",
+        "UPDATE leases SET released_at_ns = max(?, acquired_at_ns) "
+        "WHERE attempt_id = ? AND released_at_ns IS NULL",
         (now_ns, attempt_id),
     )

@@ -186,7 +186,8 @@ def finish(
     appends the finalizing -> terminal transition and ``attempt_finished`` event at
     ``finished_at_ns`` (already effective), sets the terminal columns (finished then),
     deletes the claim the attempt holds, and releases every unreleased lease of the
-    attempt at ``commit_ns`` (at or after the finish time).
+    attempt at ``commit_ns`` (at or after the finish time), or at the lease's acquisition
+    when that is later.
     """
     assert commit_ns >= finished_at_ns >= attempt.updated_at_ns
     registered = with_artifact(state, artifact)
@@ -205,7 +206,8 @@ def finish(
     leases = new_state.leases
     for lease in new_state.attempt_leases(attempt.id):
         if lease.released_at_ns is None:
-            leases = put(leases, lease.id, attrs.evolve(lease, released_at_ns=commit_ns))
+            released_at = max(commit_ns, lease.acquired_at_ns)  # never before it began
+            leases = put(leases, lease.id, attrs.evolve(lease, released_at_ns=released_at))
     claims = new_state.claims
     claim = new_state.owned_claim(attempt.id)
     if claim is not None:
