@@ -200,13 +200,17 @@ class WriterMatchesModel(RuleBasedStateMachine):
             expires_at_ns=max(0, self.clock + data.draw(st.integers(-3, 60), label="ttl")),
         )
 
-    def _guard(self, data: st.DataObject) -> OwnedAttempt:
-        current = [
+    def _current(self) -> list[OwnedAttempt]:
+        """The guards that are still their attempt's current guard."""
+        return [
             g
             for g in self.guards
             if (row := self.model.state.attempts.get(g.attempt_id)) is not None
             and (row.revision, row.state) == (g.revision, g.state)
         ]
+
+    def _guard(self, data: st.DataObject) -> OwnedAttempt:
+        current = self._current()
         pool = data.draw(
             st.sampled_from([current, current, current, self.guards])
             if current
@@ -491,12 +495,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         rename a registered stage is left, after it a verified orphan too, which recovery
         imports (a final artifact) or registers (an independent one) once its owner
         expires."""
-        current = [
-            g
-            for g in self.guards
-            if (row := self.model.state.attempts.get(g.attempt_id)) is not None
-            and (row.revision, row.state) == (g.revision, g.state)
-        ]
+        current = self._current()
         if not current:
             return
         guard = data.draw(st.sampled_from(current), label="dying publisher")
@@ -575,12 +574,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         """Drive one current guard a few valid steps at once (phases, claim, selected
         observation, terminal outcome), each step still in lockstep, so that generated
         programs reach claims, selections and acceptance often."""
-        current = [
-            g
-            for g in self.guards
-            if (row := self.model.state.attempts.get(g.attempt_id)) is not None
-            and (row.revision, row.state) == (g.revision, g.state)
-        ]
+        current = self._current()
         if not current:
             return
         guard: Any = data.draw(st.sampled_from(current), label="driven")

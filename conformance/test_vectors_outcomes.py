@@ -11,9 +11,7 @@ connection inside ``BEGIN``.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,25 +28,15 @@ from runstore import outcome_document as store_builder
 from runstore.canonical import decode, encode, ns_from_json
 from runstore.model import outcome_document as model_builder
 from runstore.testing.lockstep import ModelWriter, Writer
-from vector_readers import outcome_of, pairs, replay, result_document
+from vector_readers import generator, outcome_of, pairs, read_vector_file, replay, result_document
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "vectors" / "outcomes.json"
 TERMINAL = {"accepted", "censored", "failed", "superseded"}
 
 
-def generator() -> Any:
-    """``tools/vectorgen/outcomes.py`` (``tools/`` is not a package: put it on the path)."""
-    tools = str(ROOT / "tools")
-    if tools not in sys.path:
-        sys.path.insert(0, tools)
-    from vectorgen import outcomes
-
-    return outcomes
-
-
 def test_the_committed_file_is_what_the_generator_builds() -> None:
-    assert FILE.read_text(encoding="utf-8") == generator().build(), (
+    assert FILE.read_text(encoding="utf-8") == generator("outcomes").build(), (
         "vectors/outcomes.json is stale: regenerate it"
     )
 
@@ -56,15 +44,7 @@ def test_the_committed_file_is_what_the_generator_builds() -> None:
 # --- reading only the file --------------------------------------------------------------------
 
 
-def read() -> dict[str, Any]:
-    data = FILE.read_bytes()
-    data.decode("ascii")  # the vector files are ASCII
-    document = json.loads(data)
-    assert isinstance(document, dict)
-    return document
-
-
-VECTORS = read()
+VECTORS = read_vector_file("outcomes.json")
 CASES = VECTORS["outcomes"]
 
 

@@ -14,15 +14,15 @@ before the store's own pass (so both see the same disk: no final object yet).
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from runstore import (
+    TERMINAL_STATES,
+    AttemptState,
     ClaimDisposition,
     ObservationReceipt,
     OwnedAttempt,
@@ -34,35 +34,15 @@ from runstore.canonical import decode, encode
 from runstore.model import outcome_document as model_builder
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, Writer
-from vector_readers import replay, result_document
+from vector_readers import generator, read_vector_file, replay, result_document
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "vectors" / "recovery.json"
-NONTERMINAL = {
-    "reserved",
-    "materializing",
-    "starting",
-    "preparing",
-    "executing",
-    "checkpointing",
-    "validating",
-    "evaluating",
-    "finalizing",
-}
-
-
-def generator() -> Any:
-    """``tools/vectorgen/recovery.py`` (``tools/`` is not a package: put it on the path)."""
-    tools = str(ROOT / "tools")
-    if tools not in sys.path:
-        sys.path.insert(0, tools)
-    from vectorgen import recovery
-
-    return recovery
+NONTERMINAL = {state.value for state in AttemptState if state not in TERMINAL_STATES}
 
 
 def test_the_committed_file_is_what_the_generator_builds() -> None:
-    assert FILE.read_text(encoding="utf-8") == generator().build(), (
+    assert FILE.read_text(encoding="utf-8") == generator("recovery").build(), (
         "vectors/recovery.json is stale: regenerate it"
     )
 
@@ -70,15 +50,7 @@ def test_the_committed_file_is_what_the_generator_builds() -> None:
 # --- reading only the file --------------------------------------------------------------------
 
 
-def read() -> dict[str, Any]:
-    data = FILE.read_bytes()
-    data.decode("ascii")  # the vector files are ASCII
-    document = json.loads(data)
-    assert isinstance(document, dict)
-    return document
-
-
-VECTORS = read()
+VECTORS = read_vector_file("recovery.json")
 CASES = VECTORS["recoveries"]
 IDS = [case["name"] for case in CASES]
 

@@ -8,6 +8,10 @@ independent of the generator's own encoders in ``tools/vectorgen``.
 
 from __future__ import annotations
 
+import importlib
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from runstore import (
@@ -36,6 +40,26 @@ from runstore import (
 )
 from runstore.canonical import ns_from_json, ns_to_json
 from runstore.testing.lockstep import Writer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def generator(name: str) -> Any:
+    """The generator module ``tools/vectorgen/<name>.py`` (``tools/`` is not a package:
+    it is put on the path)."""
+    tools = str(ROOT / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    return importlib.import_module(f"vectorgen.{name}")
+
+
+def read_vector_file(name: str) -> dict[str, Any]:
+    """``vectors/<name>`` decoded, after checking it is ASCII (as every vector file is)."""
+    data = (ROOT / "vectors" / name).read_bytes()
+    data.decode("ascii")
+    document = json.loads(data)
+    assert isinstance(document, dict)
+    return document
 
 
 def lease_of(document: dict[str, Any]) -> LeaseRequest:

@@ -9,7 +9,6 @@ here deletes or rewrites a completed object: a stage moves intact, an object is 
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -25,7 +24,7 @@ from runstore.errors import (
     DurabilityError,
     UnsafePathError,
 )
-from runstore.staging import ARTIFACTS_DIR, STAGE_LOCK_NAME, STAGE_PREFIX
+from runstore.staging import ARTIFACTS_DIR, STAGE_LOCK_NAME, STAGE_PREFIX, open_lock_file
 
 QUARANTINE_NAME: Final = ".quarantine"
 OUTCOME_NAME: Final = "outcome.json"
@@ -96,18 +95,10 @@ class StageLock:
         self._path = os.path.join(stage_path, STAGE_LOCK_NAME)
         self._fd: int | None = None
         self.held_elsewhere = False
-        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(self._path, flags)
+            fd = open_lock_file(self._path)
         except FileNotFoundError:
             return
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(f"{self._path} is a symbolic link") from exc
-            raise UnsafePathError(f"cannot open {self._path}: {exc}") from exc
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise UnsafePathError(f"{self._path} is not a regular file")
         try:
             taken = durable.flock(fd, self._path, exclusive=True)
         except OSError as exc:

@@ -96,6 +96,24 @@ def artifacts_directory(root: str) -> str:
     return path
 
 
+def open_lock_file(path: str) -> int:
+    """Open the existing lock file ``path`` read-write without following a link (for a
+    flock). ``unsafe_path`` when it is a symbolic link, not a regular file, or cannot be
+    opened; a missing file raises FileNotFoundError."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(f"{path} is a symbolic link") from exc
+        raise UnsafePathError(f"cannot open {path}: {exc}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePathError(f"{path} is not a regular file")
+    return fd
+
+
 class RecoveryLock:
     """``.run-store-recovery.lock`` held shared (publishers) or exclusive (recovery) with a
     flock, waiting at most ``timeout`` seconds (default: :data:`RECOVERY_LOCK_TIMEOUT_S`,
@@ -125,16 +143,7 @@ class RecoveryLock:
                 os.close(fd)
                 raise _sync_failed(f"creating {RECOVERY_LOCK_NAME}", exc) from exc
             return fd
-        try:
-            fd = os.open(self._path, flags)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(f"{RECOVERY_LOCK_NAME} is a symbolic link") from exc
-            raise UnsafePathError(f"cannot open {self._path}: {exc}") from exc
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise UnsafePathError(f"{RECOVERY_LOCK_NAME} is not a regular file")
-        return fd
+        return open_lock_file(self._path)
 
     def __enter__(self) -> RecoveryLock:
         fd = self._open()

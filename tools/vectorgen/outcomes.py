@@ -291,6 +291,36 @@ def store_document(database_path: str, case: Case) -> bytes:
     return data
 
 
+def step(
+    name: str,
+    call: Call,
+    model: ModelWriter,
+    store: RunStore,
+    context: Context,
+    delivered: list[int],
+) -> tuple[object, list[int]]:
+    """Apply ``call`` in lockstep (case ``name``); returns its result and the sequences of
+    the events it committed (``delivered`` grows with each), which must be the model's.
+    Raises ``GenerationRefused`` otherwise."""
+    before, model_before = len(delivered), len(model.state.events)
+    try:
+        result = script.apply_in_lockstep(call, model, store, context)
+    except Diverged as error:
+        raise GenerationRefused(
+            f"{name}: the store and the model disagree at {call.name!r}: {error}"
+        ) from error
+    except RunStoreError as error:
+        raise GenerationRefused(f"{name}: {call.name!r} was refused ({error.code})") from error
+    sequences = delivered[before:]
+    modelled = [row.sequence for row in model.state.events[model_before:]]
+    if sequences != modelled:
+        raise GenerationRefused(
+            f"{name}: the store and the model disagree at {call.name!r}: "
+            f"events {sequences} and {modelled}"
+        )
+    return result, sequences
+
+
 def play(case: Case) -> tuple[list[dict[str, Any]], bytes]:
     """Play ``case`` in lockstep; returns its operations (as written to the file) and the
     document bytes both builders agree on. Raises ``GenerationRefused`` otherwise."""
@@ -302,24 +332,7 @@ def play(case: Case) -> tuple[list[dict[str, Any]], bytes]:
             store.subscribe(lambda event: delivered.append(event.sequence))
             context: Context = {}
             for call in case.calls:
-                before, model_before = len(delivered), len(model.state.events)
-                try:
-                    result = script.apply_in_lockstep(call, model, store, context)
-                except Diverged as error:
-                    raise GenerationRefused(
-                        f"{case.name}: the store and the model disagree at {call.name!r}: {error}"
-                    ) from error
-                except RunStoreError as error:
-                    raise GenerationRefused(
-                        f"{case.name}: {call.name!r} was refused ({error.code})"
-                    ) from error
-                sequences = delivered[before:]
-                modelled = [row.sequence for row in model.state.events[model_before:]]
-                if sequences != modelled:
-                    raise GenerationRefused(
-                        f"{case.name}: the store and the model disagree at {call.name!r}: "
-                        f"events {sequences} and {modelled}"
-                    )
+                result, sequences = step(case.name, call, model, store, context, delivered)
                 operations.append(
                     {
                         "name": call.name,

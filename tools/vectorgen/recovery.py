@@ -59,17 +59,16 @@ from runstore import (
 from runstore import model as m
 from runstore import outcome_document as store_builder
 from runstore.canonical import JSON
-from runstore.errors import RunStoreError
 from runstore.model import outcome_document as model_builder
 from runstore.requests import interrupted_outcome
 from runstore.testing import script
 from runstore.testing.disk import disk_view
-from runstore.testing.lockstep import Diverged, ModelWriter, StageTokens
+from runstore.testing.lockstep import ModelWriter, StageTokens
 from runstore.testing.projection import model_projection, store_projection
 from runstore.testing.publishing import ClockScript
 from runstore.testing.script import Call, Context
 
-from . import FORMAT_VERSION, GENERATOR, render
+from . import FORMAT_VERSION, GENERATOR, outcomes, render
 from .events import GenerationRefused, at, result_json
 from .outcomes import operation_arguments
 
@@ -211,33 +210,6 @@ class Played:
     manifest: bytes
 
 
-def _step(
-    case: Case,
-    call: Call,
-    model: ModelWriter,
-    store: RunStore,
-    context: Context,
-    delivered: list[int],
-) -> tuple[object, list[int]]:
-    before, model_before = len(delivered), len(model.state.events)
-    try:
-        result = script.apply_in_lockstep(call, model, store, context)
-    except Diverged as error:
-        raise GenerationRefused(
-            f"{case.name}: the store and the model disagree at {call.name!r}: {error}"
-        ) from error
-    except RunStoreError as error:
-        raise GenerationRefused(f"{case.name}: {call.name!r} was refused ({error.code})") from error
-    sequences = delivered[before:]
-    modelled = [row.sequence for row in model.state.events[model_before:]]
-    if sequences != modelled:
-        raise GenerationRefused(
-            f"{case.name}: the store and the model disagree at {call.name!r}: "
-            f"events {sequences} and {modelled}"
-        )
-    return result, sequences
-
-
 def _store_document(
     database_path: str,
     attempt_id: str,
@@ -278,7 +250,7 @@ def _play(case: Case, root: str) -> Played:
         store.subscribe(lambda event: delivered.append(event.sequence))
         context: Context = {}
         for call in case.calls:
-            result, sequences = _step(case, call, model, store, context, delivered)
+            result, sequences = outcomes.step(case.name, call, model, store, context, delivered)
             operations.append(
                 {
                     "name": call.name,
@@ -289,7 +261,7 @@ def _play(case: Case, root: str) -> Played:
                 }
             )
         kept = (model.state.observations, model.state.selections)
-        report, sequences = _step(case, recover, model, store, context, delivered)
+        report, sequences = outcomes.step(case.name, recover, model, store, context, delivered)
         database_path = store.database_path
     if not isinstance(report, RecoveryReport):
         raise GenerationRefused(f"{case.name}: recover returned {type(report).__name__}")
