@@ -6,6 +6,7 @@ alone.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,3 +132,29 @@ def test_a_terminal_commit_never_releases_a_stage_before_its_acquisition(
     world.lockstep(lambda w: w.commit_finalization(guard, failed, final, [], 1_600, 1_600))
     assert world.lease("reservation-0")[2] == 1_600
     assert world.stage_lease(1)[2] == 5_000
+
+
+def test_a_stage_that_vanishes_during_the_pass_is_passed_over(world: PublicationWorld) -> None:
+    """A publisher's cleanup does not wait for recovery: a stage removed between the
+    listing and its quarantine is neither quarantined nor an error, and its lease, whose
+    stage is now missing, is released."""
+    first = crash_populate(world, world.executing(sc.slot_fixture(name="one")))
+    other = world.executing(sc.slot_fixture(name="two"), "reservation-1")
+    second = crash_populate(world, other, start=2_100)
+    gone: list[str] = []
+
+    def cleanup(phase: str, operation: str, target: str) -> None:
+        if phase == "before" and operation == "flock_exclusive" and first.name in target:
+            shutil.rmtree(second, ignore_errors=bool(gone))
+            gone.append(second.name)
+
+    previous = durable.install_observer(cleanup)
+    try:
+        report = recover(world, EXPIRES)
+    finally:
+        durable.install_observer(previous)
+    assert gone[:1] == [second.name] and not second.exists()
+    assert report.quarantined_stages == (store_path(first),)
+    assert len(report.terminals) == 2
+    released = world.rows("SELECT released_at_ns FROM leases WHERE purpose = 'staging'")
+    assert [row[0] is not None for row in released] == [True, True]

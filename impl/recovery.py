@@ -154,8 +154,8 @@ def _settle_stages(work: _Pass, stages: _Stages) -> None:
         lease = named.get(paths[name])
         if lease is not None and lease.attempt_id in work.deferred:
             continue
-        if lease is None or lease.released or not lease.live:
-            recovery_disk.quarantine(work.root, name)
+        abandoned = lease is None or lease.released or not lease.live
+        if abandoned and recovery_disk.quarantine(work.root, name):
             work.quarantined.append(paths[name])
     releasable = [
         lease.id

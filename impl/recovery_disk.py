@@ -63,17 +63,28 @@ def list_artifacts(root: str) -> Listing:
         return Listing(stages=(), names=frozenset())
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePathError(f"{path} is not a directory")
-    stages: list[str] = []
-    names: list[str] = []
-    for name in os.listdir(path):
-        if name.startswith(STAGE_PREFIX) or name == QUARANTINE_NAME:
-            if not stat.S_ISDIR(os.lstat(os.path.join(path, name)).st_mode):
-                raise UnsafePathError(f"{os.path.join(path, name)} is not a directory")
-            if name != QUARANTINE_NAME:
-                stages.append(name)
-        elif not name.startswith("."):
-            names.append(name)
-    return Listing(stages=tuple(sorted(stages)), names=frozenset(names))
+    names = set(os.listdir(path))
+    hidden = {name for name in names if name.startswith(".")}
+    names -= hidden
+    stages = []
+    for name in sorted(name for name in hidden if name.startswith(STAGE_PREFIX)):
+        if _is_directory(os.path.join(path, name)):
+            stages.append(name)
+    if QUARANTINE_NAME in hidden:
+        _is_directory(os.path.join(path, QUARANTINE_NAME))
+    return Listing(stages=tuple(stages), names=frozenset(names))
+
+
+def _is_directory(path: str) -> bool:
+    """True for a directory; False when ``path`` vanished since it was listed (a
+    publisher's cleanup does not wait for recovery); ``unsafe_path`` for anything else."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafePathError(f"{path} is not a directory")
+    return True
 
 
 def addresses(names: frozenset[str]) -> list[tuple[str, ArtifactKind]]:
@@ -125,11 +136,12 @@ def _synced(step: str, action: object) -> None:
         raise DurabilityError(f"{step} failed: {exc}") from exc
 
 
-def quarantine(root: str, name: str) -> None:
+def quarantine(root: str, name: str) -> bool:
     """Move the stage ``artifacts/<name>`` intact to ``artifacts/.quarantine/<name>``:
     create ``.quarantine/`` when missing (``artifacts/`` synced), rename without
     replacement (``destination_conflict`` when taken), then sync ``.quarantine/`` and
-    ``artifacts/``, each its own step."""
+    ``artifacts/``, each its own step. Returns False, moving nothing, when the stage has
+    vanished meanwhile (its publisher's cleanup finished)."""
     parent = artifacts_path(root)
     holding = os.path.join(parent, QUARANTINE_NAME)
     try:
@@ -141,15 +153,20 @@ def quarantine(root: str, name: str) -> None:
         _synced(f"syncing {parent}", lambda: durable.fsync_dir(parent))
     elif not stat.S_ISDIR(info.st_mode):
         raise UnsafePathError(f"{holding} is not a directory")
-    destination = os.path.join(holding, name)
+    destination, source = os.path.join(holding, name), os.path.join(parent, name)
     try:
-        durable.rename_noreplace(os.path.join(parent, name), destination)
+        durable.rename_noreplace(source, destination)
+    except FileNotFoundError:
+        if not os.path.lexists(source):
+            return False
+        raise DurabilityError(f"quarantining {name} failed: its destination vanished") from None
     except FileExistsError:
         raise DestinationConflictError(f"{ARTIFACTS_DIR}/{QUARANTINE_NAME}/{name} exists") from None
     except OSError as exc:
         raise DurabilityError(f"quarantining {name} failed: {exc}") from exc
     _synced(f"syncing {holding}", lambda: durable.fsync_dir(holding))
     _synced(f"syncing {parent}", lambda: durable.fsync_dir(parent))
+    return True
 
 
 def stage_exists(root: str, store_path: str) -> bool:

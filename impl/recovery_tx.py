@@ -379,5 +379,7 @@ def register_orphans(
 def registered_names(connection: sqlite3.Connection) -> frozenset[str]:
     """The names under ``artifacts/`` of every registered artifact (its path without the
     ``artifacts/`` prefix, which the schema requires every path to have)."""
-    rows = sql.execute(connection, "SELECT substr(path, 11) FROM artifacts")
-    return frozenset(row[0] for row in rows)
+    prefix = len("artifacts/")  # sliced here: the covering index on path answers alone
+    return frozenset(
+        row[0][prefix:] for row in sql.execute(connection, "SELECT path FROM artifacts")
+    )
