@@ -29,7 +29,7 @@ of the root, read independently of the store's recovery code. The checks (each a
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections import Counter
 from typing import Final
 
 from runstore import RunStore, staging
@@ -173,10 +173,10 @@ def _check_evidence(
 
 
 def _check_documents(root: str, state: m.ModelState) -> None:
-    accepted: Mapping[str, int] = {}
+    accepted = Counter(
+        a.slot_id for a in state.attempts.values() if a.state is AttemptState.ACCEPTED
+    )
     for attempt in state.attempts.values():
-        if attempt.state is AttemptState.ACCEPTED:
-            accepted = {**accepted, attempt.slot_id: accepted.get(attempt.slot_id, 0) + 1}
         if attempt.final_artifact_id is None:
             continue
         artifact = state.artifacts[attempt.final_artifact_id]

@@ -205,17 +205,23 @@ def check_commit(
     )
     attempt = checked.attempt
     check_finishing(connection, attempt, outcome)
+    check_final_artifact(connection, artifact)
+    for role, artifact_id in references:
+        if artifact_id != artifact.id and not artifact_exists(connection, artifact_id):
+            raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
+    finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)
+    return attempt, finished, checked.now_ns
+
+
+def check_final_artifact(connection: sqlite3.Connection, artifact: ArtifactRegistration) -> None:
+    """registration_conflict when ``artifact`` is registered with other digests, or is
+    already another attempt's final artifact (shared with recovery's commits)."""
     if artifact_conflicts(connection, artifact):
         raise RegistrationConflictError(f"artifact {artifact.id} is registered with other digests")
     if sql.execute(
         connection, "SELECT 1 FROM attempts WHERE final_artifact_id = ?", (artifact.id,)
     ):
         raise RegistrationConflictError(f"artifact {artifact.id} is another attempt's final one")
-    for role, artifact_id in references:
-        if artifact_id != artifact.id and not artifact_exists(connection, artifact_id):
-            raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
-    finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)
-    return attempt, finished, checked.now_ns
 
 
 def check_finishing(

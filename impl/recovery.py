@@ -1,12 +1,13 @@
 """Explicit recovery: ``RunStore.recover(clock)`` (SPEC.md section 14).
 
 Rules of this file: orchestration only, in the order SPEC.md section 14 gives: the
-exclusive recovery lock, one clock sample, stages, recoverable attempts in id order (import
-of exactly one passing outcome, or an interrupted failure published through a private
-stage), then independent orphans. Each database step is its own short ``BEGIN IMMEDIATE``
-transaction through the store's ``write``; none is open while objects are verified,
-synced or renamed. Filesystem steps live in :mod:`runstore.recovery_disk`, database steps
-in :mod:`runstore.recovery_tx`.
+exclusive recovery lock, one clock sample, the stage locks (a held stage defers its
+attempt), recoverable attempts in id order (import of exactly one passing outcome, or an
+interrupted failure published through a private stage), the stages (judged after the
+attempts' commits), then independent orphans. Each database step is its own short
+``BEGIN IMMEDIATE`` transaction through the store's ``write``; none is open while objects
+are verified, synced or renamed. Filesystem steps live in :mod:`runstore.recovery_disk`,
+database steps in :mod:`runstore.recovery_tx`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import stat
+from collections.abc import Callable
 from typing import Final
 
 import attrs
@@ -128,8 +129,8 @@ class StageLock:
             os.close(fd)
 
 
-def _synced(step: str, action: object) -> None:
-    assert callable(action)
+def _synced(step: str, action: Callable[[], None]) -> None:
+    """Run one durability step; its OSError becomes ``durability_failed``."""
     try:
         action()
     except OSError as exc:

@@ -18,11 +18,16 @@ from collections.abc import Sequence
 
 import attrs
 from runstore import outcome_document, payloads, recovery_report, rules, sql
-from runstore.artifacts import artifact_conflicts, artifact_exists, insert_artifact
+from runstore.artifacts import artifact_exists, insert_artifact
 from runstore.attempts import transition
 from runstore.enums import TERMINAL_STATES, AttemptState
-from runstore.errors import RegistrationConflictError, SnapshotChangedError
-from runstore.finalization import acceptance_refusal, finalizing_decision, finish
+from runstore.errors import SnapshotChangedError
+from runstore.finalization import (
+    acceptance_refusal,
+    check_final_artifact,
+    finalizing_decision,
+    finish,
+)
 from runstore.guard import AttemptRecord, LeaseRecord, claim_lease, load_attempt, reservation_lease
 from runstore.outcome_json import OutcomeClaim
 from runstore.receipts import CommittedEvent, TerminalAttempt
@@ -182,8 +187,7 @@ def leased_roots(connection: sqlite3.Connection, attempt_id: str) -> list[tuple[
 
 
 def _live_at(lease: LeaseRecord, at_ns: int) -> bool:
-    released = lease.released_at_ns is not None and lease.released_at_ns <= at_ns
-    return not released and at_ns < lease.expires_at_ns
+    return rules.lease_live_at(lease.expires_at_ns, lease.released_at_ns, at_ns)
 
 
 def _owner_authorized(
@@ -254,23 +258,13 @@ def evaluate(
 
 def recheck(
     connection: sqlite3.Connection, attempt_id: str, revision: int, t_ns: int
-) -> tuple[AttemptRecord, str] | None:
+) -> AttemptRecord | None:
     """Under the write lock: the attempt, still at ``revision`` and recoverable at its
-    effective time, with its cause; None when it changed or its owner is live again."""
+    effective time; None when it changed or its owner is live again."""
     attempt = load_attempt(connection, attempt_id)
     if attempt is None or attempt.revision != revision or attempt.state in TERMINAL_STATES:
         return None
-    cause = cause_at(connection, attempt, effective(attempt, t_ns))
-    return None if cause is None else (attempt, cause)
-
-
-def _check_final(connection: sqlite3.Connection, artifact: ArtifactRegistration) -> None:
-    if artifact_conflicts(connection, artifact):
-        raise RegistrationConflictError(f"artifact {artifact.id} is registered with other digests")
-    if sql.execute(
-        connection, "SELECT 1 FROM attempts WHERE final_artifact_id = ?", (artifact.id,)
-    ):
-        raise RegistrationConflictError(f"artifact {artifact.id} is another attempt's final one")
+    return None if cause_at(connection, attempt, effective(attempt, t_ns)) is None else attempt
 
 
 def import_outcome(
@@ -285,14 +279,13 @@ def import_outcome(
     """Commit the verified outcome ``data`` as the attempt's terminal outcome, rechecking
     the expired owner and every database check first (``snapshot_changed`` when the
     evidence no longer holds); None when the attempt is no longer recoverable."""
-    found = recheck(connection, attempt_id, revision, t_ns)
-    if found is None:
+    attempt = recheck(connection, attempt_id, revision, t_ns)
+    if attempt is None:
         return None
-    attempt, _ = found
     failed = evaluate(connection, attempt, claim, data)
     if failed is not None:
         raise SnapshotChangedError(f"{artifact.path} no longer passes: {failed[1]}")
-    _check_final(connection, artifact)
+    check_final_artifact(connection, artifact)
     commit_ns = max(effective(attempt, t_ns), claim.finished_at_ns)
     return finish(
         connection,
@@ -311,10 +304,9 @@ def move_to_finalizing(
     """Move the recoverable attempt to finalizing at its effective time (an
     ``attempt_finalizing`` event without a ``claim`` key); None when it is no longer
     recoverable at ``revision``."""
-    found = recheck(connection, attempt_id, revision, t_ns)
-    if found is None:
+    attempt = recheck(connection, attempt_id, revision, t_ns)
+    if attempt is None:
         return None
-    attempt, _ = found
     payload = payloads.finalizing_payload(attempt.state, attempt.revision + 1, None)
     return transition(
         connection,
@@ -350,14 +342,13 @@ def commit_failure(
     """Commit the published interrupted failure ``data``: the attempt still finalizing at
     ``revision`` and recoverable (None otherwise), the document still what the records give
     (``snapshot_changed`` otherwise), then the terminal commit at the effective time."""
-    found = recheck(connection, attempt_id, revision, t_ns)
-    if found is None:
+    attempt = recheck(connection, attempt_id, revision, t_ns)
+    if attempt is None:
         return None
-    attempt, _ = found
     document, references = failure_document(connection, attempt, outcome, t_ns)
     if document != data:
         raise SnapshotChangedError(f"the records of {attempt_id} changed during recovery")
-    _check_final(connection, artifact)
+    check_final_artifact(connection, artifact)
     now = effective(attempt, t_ns)
     return finish(connection, attempt, now, now, outcome, artifact, references)
 

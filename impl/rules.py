@@ -87,6 +87,19 @@ def lease_live(expires_at_ns: int, released: bool, now_ns: int) -> bool:
     return not released and now_ns < expires_at_ns
 
 
+def lease_live_at(expires_at_ns: int, released_at_ns: int | None, at_ns: int) -> bool:
+    """Whether a lease was live at the past instant ``at_ns``, as its row reads now: not
+    yet released then (a release at ``at_ns`` already counts) and not yet expired. Renewal
+    never shortens and never revives an expired lease, so a current expiry after ``at_ns``
+    means the lease was live then.
+
+    post: implies(released_at_ns is None, __return__ == lease_live(expires_at_ns, False, at_ns))
+    post: implies(released_at_ns is not None and released_at_ns <= at_ns, not __return__)
+    """
+    released = released_at_ns is not None and released_at_ns <= at_ns
+    return lease_live(expires_at_ns, released, at_ns)
+
+
 EXPIRED: Final = LeaseExpiredError
 """A short name for :func:`lease_refusal`'s contract."""
 

@@ -25,7 +25,7 @@ from runstore.model.attempts import transition
 from runstore.model.disk import DiskObject, DiskView, object_id
 from runstore.model.finalization import finish
 from runstore.model.outcome_document import outcome_document
-from runstore.model.recovery_checks import leased_roots, rejection
+from runstore.model.recovery_checks import cause_at, leased_roots, rejection
 from runstore.model.state import LeaseRow, ModelState, Refusal, put, refused
 from runstore.outcome_json import OutcomeClaim, read_outcome
 from runstore.receipts import TerminalAttempt
@@ -56,17 +56,7 @@ def recoverable(state: ModelState, t_ns: int) -> tuple[Recoverable, ...]:
     for attempt in sorted(state.attempts.values(), key=lambda row: row.id):
         if attempt.state in TERMINAL_STATES:
             continue
-        now = rules.effective_now(t_ns, attempt.updated_at_ns)
-        reservation = state.reservation_lease(attempt.id)
-        claim = state.owned_claim(attempt.id)
-        claim_lease = None if claim is None else state.leases[claim.lease_id]
-        cause = rules.recovery_cause(
-            reservation.expires_at_ns,
-            reservation.released_at_ns is not None,
-            None if claim_lease is None else claim_lease.expires_at_ns,
-            claim_lease is not None and claim_lease.released_at_ns is not None,
-            now,
-        )
+        cause = cause_at(state, attempt, rules.effective_now(t_ns, attempt.updated_at_ns))
         if cause is not None:
             found.append(Recoverable(attempt_id=attempt.id, cause=cause))
     return tuple(found)

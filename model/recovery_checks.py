@@ -55,9 +55,8 @@ def cause_at(state: ModelState, attempt: AttemptRow, now_ns: int) -> str | None:
 
 
 def _live_at(lease: LeaseRow, at_ns: int) -> bool:
-    """Whether ``lease`` was live at ``at_ns``: not released by then, not yet expired."""
-    released = lease.released_at_ns is not None and lease.released_at_ns <= at_ns
-    return rules.lease_live(lease.expires_at_ns, released, at_ns)
+    """Whether ``lease`` was live at ``at_ns`` (:func:`runstore.rules.lease_live_at`)."""
+    return rules.lease_live_at(lease.expires_at_ns, lease.released_at_ns, at_ns)
 
 
 def owner_refusal(state: ModelState, attempt: AttemptRow, claim: OutcomeClaim) -> str | None:
