@@ -60,6 +60,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "testing": ("runstore.testing.*",),
     "crashsim": ("runstore.crashsim", "runstore.crashsim.*"),
+    "runner": ("runstore.runner", "runstore.runner.*"),
+    "cli": ("runstore.cli", "runstore.cli_output", "runstore.cli_render"),
 }
 """Layer -> its modules (``name.*`` matches the submodules of ``name``; the first layer that
 matches wins, and an empty tuple means "every other runtime module")."""
@@ -82,6 +84,8 @@ ALLOWED: dict[str, set[str]] = {
         "testing",
         "crashsim",
     },
+    "runner": {"value", "store", "runner"},
+    "cli": {"value", "store", "runner", "cli"},
 }
 """Layer -> the layers it may import (itself included where listed)."""
 
@@ -185,7 +189,17 @@ def test_every_module_is_in_exactly_one_layer_and_the_data_is_consistent() -> No
     layers = {module: layer_of(module) for module in MODULES}
     assert set(VALUE) <= set(MODULES), "a value-layer module listed here does not exist"
     assert {layers[m] for m in VALUE} == {"value"}
-    for layer in ("value", "seams", "root", "store", "model", "testing", "crashsim"):
+    for layer in (
+        "value",
+        "seams",
+        "root",
+        "store",
+        "model",
+        "testing",
+        "crashsim",
+        "runner",
+        "cli",
+    ):
         assert layer in layers.values(), f"layer {layer} has no module"
 
 

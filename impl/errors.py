@@ -293,3 +293,27 @@ class SnapshotChangedError(RunStoreError):
     transaction; the published outcome no longer describes the committed state."""
 
     code = "snapshot_changed"
+
+
+# --- campaigns, the runner and inspection ------------------------------------------------
+
+
+class CampaignInvalidError(RunStoreError):
+    """A campaign file cannot be used: unreadable, not TOML, or a key missing, unknown or
+    of the wrong type or value. The message names the file and the line or key."""
+
+    code = "campaign_invalid"
+
+
+class InspectionUnsafeError(RunStoreError):
+    """The inspection reader refuses to copy a database this process holds a connection to
+    (closing a descriptor of that file would drop the connection's locks)."""
+
+    code = "inspection_unsafe"
+
+
+class InspectionUnstableError(RunStoreError):
+    """No stable copy of the database and its WAL was obtained within the retry budget
+    (a writer kept changing them), or the copy did not pass its checks."""
+
+    code = "inspection_unstable"

@@ -18,6 +18,7 @@ from typing import TypeVar
 from runstore import (
     arguments,
     attempts,
+    coordinator_reads,
     durable,
     finalization,
     leases,
@@ -338,6 +339,24 @@ class RunStore:
         a resolved store commits nothing."""
         self._require_connection()
         return recovery.recover(self._root, self._write, clock)
+
+    # --- reads for the coordinator ---------------------------------------------------------
+    # One read transaction each on this handle's own connection; they decide nothing (the
+    # writer checks every step again). Inspection of a store by another process goes
+    # through runstore.inspection instead.
+
+    def registered_for(self, candidate_ids: Sequence[str]) -> coordinator_reads.Registered:
+        """The decisions of ``candidate_ids`` with their runs and slots, as committed."""
+        connection = self._require_connection()
+        with coordinator_reads.read_transaction(connection):
+            return coordinator_reads.registered(connection, list(candidate_ids))
+
+    def slot_progress(self, slot_ids: Sequence[str]) -> dict[str, coordinator_reads.SlotProgress]:
+        """Each attempt slot's attempt states by retry index and, when it has a
+        nonterminal attempt, when recovery may judge it."""
+        connection = self._require_connection()
+        with coordinator_reads.read_transaction(connection):
+            return coordinator_reads.slot_progress(connection, list(slot_ids))
 
     def _write(
         self, operation: Callable[[sqlite3.Connection], tuple[T, Sequence[CommittedEvent]]]

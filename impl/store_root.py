@@ -18,7 +18,12 @@ from typing import Final
 
 import attrs
 from runstore import durable
-from runstore.errors import BusyError, UnsafePathError, UnsupportedFilesystemError
+from runstore.errors import (
+    BusyError,
+    DurabilityError,
+    UnsafePathError,
+    UnsupportedFilesystemError,
+)
 
 DATABASE_NAME: Final = "run.sqlite3"
 SIDECAR_NAMES: Final = ("run.sqlite3-wal", "run.sqlite3-shm")
@@ -50,6 +55,30 @@ def checked_root(root: object) -> str:
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePathError(f"the store root is not a directory: {path}")
     return path
+
+
+def create_root(root: str) -> bool:
+    """Create the absolute directory ``root`` (its parent must exist) and sync the parent,
+    so a store created there survives a crash; True when created, False when ``root``
+    already is a directory (then nothing is done; anything else there is refused by
+    :func:`checked_root`)."""
+    if not os.path.isabs(root):
+        raise UnsafePathError(f"the store root must be absolute: {root!r}")
+    path = os.path.normpath(root)
+    if os.path.lexists(path):
+        checked_root(path)
+        return False
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise UnsafePathError(f"the parent of the store root does not exist: {parent}")
+    try:
+        durable.mkdir(path)
+    except FileExistsError:
+        checked_root(path)
+        return False
+    except OSError as exc:
+        raise DurabilityError(f"cannot create the store root {path}: {exc}") from exc
+    return True
 
 
 def check_filesystem(root: str) -> None:

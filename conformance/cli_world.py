@@ -1,0 +1,106 @@
+"""Shared pieces of the end-to-end tests: campaign directories with a scripted worker, and
+the installed ``runstore`` console script run as a subprocess.
+
+The worker's behaviour is its first argument: ``ok`` (result.json with metrics),
+``slow`` (ok after a seeded 0.2-0.6 s), ``fail`` (exit 3), ``hang`` (sleeps past its time
+limit), ``invalid`` (a result.json that is not JSON), ``missing`` (no result.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+RUNSTORE = str(Path(sys.executable).with_name("runstore"))
+
+WORKER = textwrap.dedent(
+    """\
+    import hashlib, json, os, random, sys, time
+    mode = sys.argv[1]
+    key = os.environ["RUNSTORE_CANDIDATE"] + "/" + os.environ["RUNSTORE_PROBLEM"]
+    out = os.environ["RUNSTORE_OUTPUT_DIR"]
+    print("running", key)
+    print("to stderr", file=sys.stderr)
+    if mode == "slow":
+        time.sleep(random.Random(key).uniform(0.2, 0.6))
+    if mode == "fail":
+        sys.exit(3)
+    if mode == "hang":
+        time.sleep(60)
+    if mode == "missing":
+        sys.exit(0)
+    with open(os.path.join(out, "result.json"), "w") as handle:
+        if mode == "invalid":
+            handle.write("not json")
+        else:
+            size = json.loads(os.environ["RUNSTORE_PARAMETERS"])["size"]
+            value = int(hashlib.sha256(key.encode()).hexdigest()[:6], 16)
+            json.dump({"metrics": {"size": size, "value": value, "half": size / 2}}, handle)
+    """
+)
+
+
+def write_campaign(
+    directory: Path,
+    candidates: Sequence[tuple[str, str]],
+    problems: Sequence[str],
+    *,
+    name: str = "e2e",
+    lease_seconds: int = 30,
+    timeout_seconds: int = 30,
+    extra: str = "",
+) -> Path:
+    """A campaign of ``candidates`` (name, worker mode) x ``problems``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "worker.py").write_text(WORKER, encoding="utf-8")
+    lines = [
+        "[campaign]",
+        f'name = "{name}"',
+        f"timeout_seconds = {timeout_seconds}",
+        f"lease_seconds = {lease_seconds}",
+    ]
+    for candidate, mode in candidates:
+        lines += [
+            "[[candidates]]",
+            f'name = "{candidate}"',
+            f'command = ["{{python}}", "worker.py", "{mode}"]',
+            'files = ["worker.py"]',
+        ]
+        if mode == "hang":
+            lines.append("timeout_seconds = 1")
+    for index, problem in enumerate(problems):
+        lines += ["[[problems]]", f'name = "{problem}"', f"parameters = {{ size = {index + 1} }}"]
+    path = directory / "campaign.toml"
+    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
+    return path
+
+
+def runstore(*arguments: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The installed console script, with no terminal (so no progress bars)."""
+    return subprocess.run(
+        [RUNSTORE, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def json_lines(output: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in output.splitlines() if line.strip()]
+
+
+def query(store: Path, sql: str, parameters: Sequence[object] = ()) -> list[tuple[object, ...]]:
+    """Read the store (closed by every process) through a fresh read-only connection."""
+    connection = sqlite3.connect(f"file:{store}/run.sqlite3?mode=ro", uri=True)
+    try:
+        return connection.execute(sql, parameters).fetchall()
+    finally:
+        connection.close()

@@ -1,0 +1,225 @@
+"""The ``runstore`` command: a thin typer layer over the runner and the inspection reader.
+
+Rules of this file: parse options, call one library function, render, and map errors to
+exit statuses (SPEC.md section 15, "Exit statuses"). No decisions and no store logic live
+here. ``run`` and ``recover`` open the store; ``status`` and ``explain`` only read a private
+copy of it (``runstore.inspection``) and never open, initialize or recover it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, NoReturn
+
+import typer
+from runstore import cli_output
+from runstore.canonical import JSON
+from runstore.errors import RunStoreError
+
+EXIT_OK = 0
+EXIT_UNSATISFIED = 1
+EXIT_USAGE = 2
+EXIT_STORE = 3
+EXIT_CONFLICT = 4
+EXIT_STOPPED = 130
+
+EXIT_BY_CODE = {"campaign_invalid": EXIT_USAGE, "registration_conflict": EXIT_CONFLICT}
+"""Error codes with their own exit status; every other store refusal exits 3."""
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help=(
+        "Run experiment and benchmark campaigns on a crash-safe run store.\n\n"
+        "Exit statuses: 0 done (every slot satisfied), 1 some slots unsatisfied, "
+        "2 usage or campaign file error, 3 the store refused, 4 the campaign conflicts "
+        "with the store, 130 stopped by a signal."
+    ),
+)
+
+Store = Annotated[
+    Path,
+    typer.Option(
+        "--store",
+        envvar="RUNSTORE_STORE",
+        help="The store root directory (or $RUNSTORE_STORE).",
+        show_default=False,
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  runstore run examples/codecs/campaign.toml --store /tmp/codecs --init\n\n"
+        "  runstore run campaign.toml --store /tmp/codecs --resume --retry-failed 2"
+    )
+)
+def run(
+    campaign: Annotated[Path, typer.Argument(help="The campaign file (TOML).")],
+    store: Store,
+    init: Annotated[bool, typer.Option("--init", help="Create the store root if missing.")] = False,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, max=256, help="Workers at once.")
+    ] = os.cpu_count() or 1,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Recover interrupted attempts first (waiting for their leases)."
+        ),
+    ] = False,
+    retry_failed: Annotated[
+        int | None,
+        typer.Option(
+            "--retry-failed",
+            min=1,
+            help="Retry slots whose attempts failed, up to this retry index.",
+        ),
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Register CAMPAIGN's slots and run every unsatisfied one to a terminal outcome."""
+    from runstore.runner.campaign_file import load_campaign
+    from runstore.runner.coordinator import RunOptions, run_campaign
+    from runstore.runner.local import LocalExecutor
+    from runstore.store import RunStore
+    from runstore.store_root import create_root
+
+    with _errors(as_json):
+        loaded = load_campaign(campaign)
+        root = os.path.abspath(store)
+        if init:
+            create_root(root)
+        reporter = cli_output.JsonLines() if as_json else cli_output.ProgressReporter()
+        options = RunOptions(jobs=jobs, resume=resume, retry_failed=retry_failed)
+        with RunStore.open(root) as opened, LocalExecutor(jobs) as executor, _stoppable() as stop:
+            summary = run_campaign(opened, loaded, executor, options, reporter, stop=stop)
+    if summary.stopped:
+        raise typer.Exit(EXIT_STOPPED)
+    raise typer.Exit(EXIT_UNSATISFIED if summary.unsatisfied else EXIT_OK)
+
+
+@app.command()
+def recover(store: Store, as_json: Json = False) -> None:
+    """Run explicit recovery once and print its report."""
+    import time
+
+    from runstore.store import RunStore
+
+    with _errors(as_json), RunStore.open(os.path.abspath(store)) as opened:
+        report = opened.recover(time.time_ns)
+    document: dict[str, JSON] = {
+        "busy_stages": list(report.busy_stages),
+        "imported_artifacts": [a.id for a in report.imported_artifacts],
+        "quarantined_stages": list(report.quarantined_stages),
+        "rejected_artifacts": [
+            {"code": r.code, "message": r.message, "path": r.path}
+            for r in report.rejected_artifacts
+        ],
+        "terminals": [{"attempt": t.attempt_id, "state": t.state.value} for t in report.terminals],
+    }
+    if as_json:
+        cli_output.print_json(document)
+        return
+    rows = [
+        [key, len(value) if isinstance(value, list) else value] for key, value in document.items()
+    ]
+    cli_output.print_tables([cli_output.table("recovery", ["item", "count"], rows)])
+    for rejected in report.rejected_artifacts:
+        typer.echo(f"rejected {rejected.path}: {rejected.code}: {rejected.message}")
+
+
+@app.command()
+def status(
+    store: Store,
+    campaign: Annotated[
+        str | None, typer.Option("--campaign", help="Only this campaign's slots.")
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Counts by state per candidate and per problem, and the accepted results' metrics,
+    read from a private copy of the store."""
+    from runstore.inspection.reader import status as read_status
+    from runstore.inspection.snapshot import Snapshot
+
+    with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
+        report = read_status(snapshot, campaign=campaign)
+    if as_json:
+        cli_output.print_json(report.to_json())
+        return
+    from runstore.cli_render import status_tables
+
+    cli_output.print_tables(status_tables(report))
+
+
+@app.command(epilog="Example:\n\n  runstore explain codecs/zlib-6/text --store /tmp/codecs")
+def explain(
+    target: Annotated[
+        str, typer.Argument(help="An attempt slot id, an attempt id or CAMPAIGN/CANDIDATE/PROBLEM.")
+    ],
+    store: Store,
+    as_json: Json = False,
+) -> None:
+    """One slot's attempts, transitions, events, artifacts and outcome."""
+    from runstore.inspection.explain import explain as read_explanation
+    from runstore.inspection.snapshot import Snapshot
+
+    with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
+        explanation = read_explanation(snapshot, target)
+    if as_json:
+        cli_output.print_json(explanation.to_json())
+        return
+    from runstore.cli_render import explain_tables
+
+    cli_output.print_tables(explain_tables(explanation))
+
+
+@contextmanager
+def _errors(as_json: bool) -> Iterator[None]:
+    """Map a refusal to its exit status after printing its code and message."""
+    try:
+        yield
+    except RunStoreError as error:
+        cli_output.print_error(error.code, error.message, as_json=as_json)
+        raise typer.Exit(EXIT_BY_CODE.get(error.code, EXIT_STORE)) from None
+
+
+@contextmanager
+def _stoppable() -> Iterator[threading.Event]:
+    """SIGINT and SIGTERM set the returned event (a clean stop); a second one raises
+    KeyboardInterrupt (abandon: leases are left to expire)."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {
+        number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield stop
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+def main() -> NoReturn:
+    """The console script's entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        raise SystemExit(EXIT_STOPPED) from None
+    raise SystemExit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

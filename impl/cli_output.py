@@ -1,0 +1,159 @@
+"""What the ``runstore`` command prints: JSON documents and lines, or rich progress and tables.
+
+Rules of this file: rendering only (no store, no decisions). With ``--json`` every command
+writes JSON to stdout (one line per event for ``run``, one document for the others).
+Otherwise progress bars and colour appear only when stdout is a terminal; elsewhere the
+same tables print as plain aligned text. Errors go to stderr as ``error: <code>: <message>``
+with a remedy (or, with ``--json``, as ``{"error": code, "message": ...}`` on stdout).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from runstore.canonical import JSON
+
+REMEDIES: Mapping[str, str] = {
+    "busy": "another process holds the lock; retry when it is done",
+    "campaign_invalid": "fix the campaign file",
+    "registration_conflict": (
+        "the campaign changed since it was registered: restore it, rename the campaign, "
+        "or use another store"
+    ),
+    "unsafe_path": "check --store (run --init creates a missing store root)",
+    "inspection_unstable": "a writer kept changing the database; retry",
+    "inspection_unsafe": "inspect from a process that does not hold the store open",
+    "unknown_slot": "pass an attempt slot id, an attempt id or CAMPAIGN/CANDIDATE/PROBLEM",
+}
+
+
+def console(stream: TextIO) -> Console:
+    """A console that is plain (no colour, no cursor control) unless ``stream`` is a TTY."""
+    plain = Console(file=stream)
+    if plain.is_terminal:
+        return Console(file=stream, highlight=False)
+    return Console(file=stream, highlight=False, width=240, no_color=True)
+
+
+def print_json(document: JSON | Mapping[str, Any], stream: TextIO = sys.stdout) -> None:
+    stream.write(json.dumps(document, sort_keys=True, ensure_ascii=False) + "\n")
+    stream.flush()
+
+
+def print_error(code: str, message: str, *, as_json: bool) -> None:
+    if as_json:
+        print_json({"error": code, "message": message})
+        return
+    remedy = REMEDIES.get(code)
+    sys.stderr.write(f"error: {code}: {message}\n")
+    if remedy is not None:
+        sys.stderr.write(f"hint: {remedy}\n")
+
+
+class JsonLines:
+    """A run reporter printing each event as one JSON line."""
+
+    def __call__(self, event: str, fields: dict[str, JSON]) -> None:
+        print_json({"event": event, **fields})
+
+
+class ProgressReporter:
+    """A run reporter with a live progress bar on a terminal; elsewhere one plain line per
+    finished attempt and the summary."""
+
+    def __init__(self) -> None:
+        self.console = console(sys.stderr)
+        self.live = self.console.is_terminal
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"),
+            TimeRemainingColumn(),
+            console=self.console,
+            disable=not self.live,
+        )
+        self.task = self.progress.add_task("slots", total=None, running=0, failed=0)
+        self.running = 0
+        self.failed = 0
+
+    def __call__(self, event: str, fields: dict[str, JSON]) -> None:
+        if event == "campaign":
+            self.progress.update(self.task, description=str(fields["campaign"]))
+        elif event == "planned":
+            self.progress.start()
+            ready = _int(fields["ready"]) + _int(fields["waiting"])
+            self.progress.update(self.task, total=_int(fields["satisfied"]) + ready)
+            self.progress.update(self.task, completed=_int(fields["satisfied"]))
+        elif event == "attempt_started":
+            self.running += 1
+        elif event in ("attempt_finished", "lease_lost"):
+            self.running = max(0, self.running - 1)
+            self._finished(event, fields)
+        elif event == "summary":
+            self.progress.stop()
+            self.console.print(_summary_line(fields))
+        elif event == "stopping":
+            self.console.print("stopping: cancelling running workers (Ctrl-C again to abandon)")
+        self.progress.update(self.task, running=self.running, failed=self.failed)
+
+    def _finished(self, event: str, fields: dict[str, JSON]) -> None:
+        state = fields.get("state", "lease lost")
+        if state == "accepted":
+            self.progress.advance(self.task)
+        else:
+            self.failed += 1
+        if not self.live or state != "accepted":
+            code = fields.get("failure_code") or fields.get("reason") or ""
+            self.console.print(f"{fields['candidate']} x {fields['problem']}: {state} {code}")
+        del event
+
+
+def _summary_line(fields: Mapping[str, JSON]) -> str:
+    unsatisfied = fields["unsatisfied"]
+    assert isinstance(unsatisfied, list)
+    line = (
+        f"{fields['satisfied']}/{fields['slots']} slots satisfied "
+        f"({fields['accepted']} accepted and {fields['failed']} failed in this run"
+        f"{', stopped' if fields['stopped'] else ''})"
+    )
+    if unsatisfied:
+        line += "; unsatisfied: " + ", ".join(str(label) for label in unsatisfied[:10])
+        if len(unsatisfied) > 10:
+            line += f" and {len(unsatisfied) - 10} more"
+    return line
+
+
+def _int(value: JSON) -> int:
+    assert isinstance(value, int)
+    return value
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
+    """A table that renders with box drawing on a terminal and plain columns elsewhere."""
+    out = console(sys.stdout)
+    grid = Table(
+        title=title,
+        box=box.SIMPLE_HEAD if out.is_terminal else None,
+        title_justify="left",
+        show_edge=False,
+    )
+    for column in columns:
+        grid.add_column(column, overflow="fold")
+    for row in rows:
+        grid.add_row(*(str(cell) for cell in row))
+    return grid
+
+
+def print_tables(tables: Sequence[Table]) -> None:
+    out = console(sys.stdout)
+    for grid in tables:
+        out.print(grid)
+        out.print()

@@ -1,0 +1,97 @@
+"""Human-readable tables for ``status`` and ``explain``.
+
+Rules of this file: rendering only, from the reader's JSON documents (the same ones
+``--json`` prints), so the tables can never show something ``--json`` does not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from rich.table import Table
+from runstore.cli_output import table
+
+STATES = ("pending", "running", "accepted", "failed", "interrupted", "censored", "superseded")
+
+
+class Documented(Protocol):
+    def to_json(self) -> Any: ...
+
+
+def status_tables(report: Documented) -> list[Table]:
+    document = report.to_json()
+    tables = [
+        _counts("by candidate", "candidate", document["by_candidate"]),
+        _counts("by problem", "problem", document["by_problem"]),
+    ]
+    accepted = [slot for slot in document["slots"] if slot["state"] == "accepted"]
+    names = sorted({name for slot in accepted for name in slot["metrics"]})
+    if accepted:
+        rows = [
+            [
+                _short(slot["candidate_id"]),
+                _short(slot["problem_id"]),
+                *(slot["metrics"].get(name, "") for name in names),
+            ]
+            for slot in accepted
+        ]
+        tables.append(table("accepted results", ["candidate", "problem", *names], rows))
+    totals = document["totals"]
+    tables.append(
+        table(
+            "total",
+            list(STATES),
+            [[totals.get(state, 0) for state in STATES]],
+        )
+    )
+    return tables
+
+
+def _counts(title: str, label: str, counts: Mapping[str, Mapping[str, int]]) -> Table:
+    rows = [
+        [_short(name), *(by_state.get(state, 0) for state in STATES)]
+        for name, by_state in sorted(counts.items())
+    ]
+    return table(title, [label, *STATES], rows)
+
+
+def _short(identifier: str) -> str:
+    """``campaign/name`` -> ``name`` (the campaign is in the title of the run)."""
+    return identifier.split("/", 1)[-1]
+
+
+def explain_tables(explanation: Documented) -> list[Table]:
+    document = explanation.to_json()
+    slot = document["slot"]
+    tables = [
+        table(
+            "slot",
+            ["field", "value"],
+            [[key, _cell(value)] for key, value in sorted(slot.items())],
+        )
+    ]
+    for item in document["attempts"]:
+        fields = [
+            [key, _cell(value)]
+            for key, value in sorted(item.items())
+            if not isinstance(value, list | dict) or key == "details"
+        ]
+        tables.append(table(f"attempt {item['retry_index']}", ["field", "value"], fields))
+        for key in ("transitions", "events", "leases", "artifacts", "observations"):
+            rows = item.get(key) or []
+            if rows:
+                tables.append(_rows(f"attempt {item['retry_index']} {key}", rows))
+    return tables
+
+
+def _rows(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
+    columns = sorted({key for row in rows for key in row})
+    return table(title, columns, [[_cell(row.get(key, "")) for key in columns] for row in rows])
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return "" if value is None else str(value)

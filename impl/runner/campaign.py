@@ -1,0 +1,75 @@
+"""A campaign as values: what to run (candidates), on what (problems), and how.
+
+Rules of this file: frozen values only; no file reading, no store. The TOML reader
+(:mod:`runstore.runner.campaign_file`) builds these after validating every key, so code
+that holds a :class:`Campaign` can trust it. SPEC.md section 15 gives the file format.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+from runstore.canonical import JSON, decode_object
+
+
+class SlotKind(enum.Enum):
+    """The attempt slot kind a campaign registers for each applicable pair."""
+
+    ONE_SHOT = "one_shot"
+    FRESH_OBSERVATION = "fresh_observation"
+
+
+@attrs.frozen(kw_only=True)
+class InputFile:
+    """A file shipped to the worker: its path relative to the campaign file's directory
+    (POSIX, normalized: no ``..``, no absolute path), which is also where the worker finds
+    it under its working directory; its SHA-256 and size when the campaign was read."""
+
+    name: str
+    source: str
+    """The absolute path the coordinator reads it from."""
+    sha256: str
+    size: int
+
+
+@attrs.frozen(kw_only=True)
+class Candidate:
+    """What runs: a command template (see :class:`runstore.runner.executor.WorkOrder`),
+    extra environment, files it needs, and optionally the problems or tags it applies to
+    (None: every problem)."""
+
+    name: str
+    command: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    files: tuple[InputFile, ...]
+    applies_to: tuple[str, ...] | None
+    timeout_ns: int | None
+
+
+@attrs.frozen(kw_only=True)
+class Problem:
+    """What a candidate runs on: parameters (a canonical JSON object), files and tags."""
+
+    name: str
+    parameters_json: bytes = attrs.field(repr=False)
+    files: tuple[InputFile, ...]
+    tags: tuple[str, ...]
+
+    @property
+    def parameters(self) -> dict[str, JSON]:
+        return decode_object(self.parameters_json)
+
+
+@attrs.frozen(kw_only=True)
+class Campaign:
+    """A validated campaign file. ``timeout_ns`` is the default per-slot time limit and
+    ``lease_ns`` the lease duration the runner requests (and renews at a third of)."""
+
+    name: str
+    path: str
+    slot_kind: SlotKind
+    timeout_ns: int
+    lease_ns: int
+    candidates: tuple[Candidate, ...]
+    problems: tuple[Problem, ...]

@@ -1,0 +1,341 @@
+"""The coordinator: register a campaign, then fill its unsatisfied slots through an executor.
+
+Rules of this file: the only code that decides what to run. It owns the store handle and
+the executor for the length of :func:`run_campaign`, on one thread: attempts start, renew
+and finish between waits on the executor, so every store call is made by this thread
+(SPEC.md section 15, "The coordinator"). Stopping (``stop`` set, e.g. by Ctrl-C) starts
+nothing new, cancels running workers and commits their ``cancelled`` failures, so no
+lease is left live. A store error other than the expected refusals propagates after the
+workers are killed: nothing is retried around a durability step.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import attrs
+from runstore.canonical import JSON
+from runstore.errors import (
+    AttemptTerminalError,
+    BusyError,
+    ClaimExpiredError,
+    LeaseExpiredError,
+    LeaseReleasedError,
+    RegistrationConflictError,
+    RetryBoundExceededError,
+    RetryNotAuthorizedError,
+    RunStoreError,
+    SlotSatisfiedError,
+    StaleRevisionError,
+)
+from runstore.recovery_report import RecoveryReport
+from runstore.requests import RetryAuthorization
+from runstore.runner import attempt
+from runstore.runner.campaign import Campaign
+from runstore.runner.executor import Executor, WorkHandle
+from runstore.runner.plan import SlotPlan, candidate_id, conflicts, plan
+from runstore.runner.schedule import RetryPolicy, Schedule
+from runstore.store import RunStore
+
+Clock = Callable[[], int]
+
+LOST = (LeaseExpiredError, LeaseReleasedError, ClaimExpiredError, StaleRevisionError)
+"""Refusals that mean this coordinator no longer owns the attempt (it was too slow, or
+recovery or another process took over): the attempt is left to recovery."""
+
+TAKEN = (SlotSatisfiedError, RetryNotAuthorizedError, RetryBoundExceededError)
+"""Refusals of ``reserve`` that mean another attempt got the slot first."""
+
+BACKSTOP_NS = 60 * 10**9
+"""How long past its time limit a worker may stay unfinished before the coordinator
+cancels it itself (the executor enforces the limit; this guards against one that does
+not)."""
+
+
+class Reporter(Protocol):
+    def __call__(self, event: str, fields: dict[str, JSON]) -> None: ...
+
+
+@attrs.frozen(kw_only=True)
+class RunOptions:
+    """``retry_failed``: the largest retry index a slot whose attempts all failed may be
+    given (None: failed slots are not retried). ``resume``: recover first, and wait for
+    leases of interrupted attempts to expire so that recovery can settle them."""
+
+    jobs: int
+    resume: bool = False
+    retry_failed: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RunSummary:
+    slots: int
+    excluded: int
+    satisfied: int
+    accepted: int
+    failed: int
+    unsatisfied: tuple[str, ...]
+    stopped: bool
+    recovery: RecoveryReport | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "accepted": self.accepted,
+            "excluded": self.excluded,
+            "failed": self.failed,
+            "satisfied": self.satisfied,
+            "slots": self.slots,
+            "stopped": self.stopped,
+            "unsatisfied": list(self.unsatisfied),
+        }
+
+
+def register(store: RunStore, campaign: Campaign) -> tuple[tuple[SlotPlan, ...], int]:
+    """Register every applicable pair (identical records are reused); returns the plans
+    and how many slots were new. A pair that differs from what the store holds refuses the
+    whole campaign with ``registration_conflict`` before anything is registered."""
+    plans = plan(campaign)
+    held = store.registered_for([candidate_id(campaign, c) for c in campaign.candidates])
+    found = conflicts(plans, held)
+    if found:
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        raise RegistrationConflictError(
+            f"campaign {campaign.name} differs from what the store holds: "
+            + " | ".join(found[:3])
+            + more
+        )
+    known = {slot.id for slot in held.attempt_slots}
+    new = 0
+    for slot in plans:
+        if slot.attempt_slot is None or slot.run is None or slot.attempt_slot.id in known:
+            continue
+        store.register_slots(
+            slot.decision, slot.run, slot.attempt_slot, list(slot.observation_slots)
+        )
+        new += 1
+    return plans, new
+
+
+def run_campaign(
+    store: RunStore,
+    campaign: Campaign,
+    executor: Executor,
+    options: RunOptions,
+    report: Reporter,
+    *,
+    stop: threading.Event | None = None,
+    clock: Clock = time.time_ns,
+) -> RunSummary:
+    """Register ``campaign`` and run its unsatisfied slots to a terminal outcome each."""
+    plans, new = register(store, campaign)
+    applicable = [slot for slot in plans if slot.attempt_slot is not None]
+    report(
+        "campaign",
+        {
+            "campaign": campaign.name,
+            "excluded": len(plans) - len(applicable),
+            "registered": new,
+            "slots": len(applicable),
+        },
+    )
+    recovery = None
+    if options.resume:
+        recovery = store.recover(clock)
+        report("recovered", _recovery_fields(recovery))
+    policy = RetryPolicy(resume=options.resume, retry_failed=options.retry_failed)
+    schedule = Schedule.from_progress(applicable, store, policy, clock())
+    report("planned", schedule.counts())
+    loop = _Loop(store, campaign, executor, options, report, clock, schedule)
+    loop.run(stop or threading.Event())
+    unsatisfied = _unsatisfied(store, applicable)
+    summary = RunSummary(
+        slots=len(applicable),
+        excluded=len(plans) - len(applicable),
+        satisfied=len(applicable) - len(unsatisfied),
+        accepted=loop.accepted,
+        failed=loop.failed,
+        unsatisfied=tuple(unsatisfied),
+        stopped=loop.stopped,
+        recovery=recovery,
+    )
+    report("summary", summary.to_json())
+    return summary
+
+
+class _Loop:
+    def __init__(
+        self,
+        store: RunStore,
+        campaign: Campaign,
+        executor: Executor,
+        options: RunOptions,
+        report: Reporter,
+        clock: Clock,
+        schedule: Schedule,
+    ) -> None:
+        self.store, self.executor, self.options = store, executor, options
+        self.report, self.clock, self.schedule = report, clock, schedule
+        self.lease_ns = campaign.lease_ns
+        self.running: dict[WorkHandle, attempt.Started] = {}
+        self.renewed: dict[WorkHandle, int] = {}
+        self.submitted: dict[WorkHandle, int] = {}
+        self.accepted = 0
+        self.failed = 0
+        self.stopped = False
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            while self.running or (not self.stopped and self.schedule.pending()):
+                if stop.is_set() and not self.stopped:
+                    self.stopped = True
+                    for handle in self.running:
+                        handle.cancel()
+                    self.report("stopping", {"running": len(self.running)})
+                if not self.stopped:
+                    self._settle_waiting()
+                    self._fill()
+                done = self.executor.wait(list(self.running), self._timeout_s())
+                for handle in done:
+                    self._finish(handle)
+                self._renew_due()
+        except BaseException:
+            for handle in self.running:
+                handle.cancel()
+            raise
+
+    def _fill(self) -> None:
+        while len(self.running) < self.options.jobs:
+            queued = self.schedule.next_ready()
+            if queued is None:
+                return
+            slot, authorization = queued
+            self._start(slot, authorization)
+
+    def _start(self, slot: SlotPlan, authorization: RetryAuthorization) -> None:
+        try:
+            started = attempt.start(self.store, slot, authorization, self.lease_ns, self.clock)
+        except TAKEN as refusal:
+            self.report("skipped", {**_slot_fields(slot), "reason": refusal.code})
+            return
+        if isinstance(started, attempt.Finished):
+            self._finished(started)
+            return
+        handle = self.executor.submit(started.order)
+        self.running[handle] = started
+        self.renewed[handle] = self.submitted[handle] = self.clock()
+        self.report(
+            "attempt_started",
+            {
+                **_slot_fields(slot),
+                "attempt": started.guard.attempt_id,
+                "retry_index": started.guard.retry_index,
+            },
+        )
+
+    def _finish(self, handle: WorkHandle) -> None:
+        started = self.running.pop(handle)
+        del self.renewed[handle], self.submitted[handle]
+        try:
+            finished = attempt.finish(
+                self.store, started, handle.result(), self.lease_ns, self.clock
+            )
+        except (*LOST, AttemptTerminalError) as refusal:
+            self._lost(started, refusal)
+            return
+        self._finished(finished)
+
+    def _finished(self, finished: attempt.Finished) -> None:
+        terminal = finished.terminal
+        fields: dict[str, JSON] = {
+            **_slot_fields(finished.plan),
+            "attempt": terminal.attempt_id,
+            "retry_index": terminal.retry_index,
+            "state": terminal.state.value,
+        }
+        if finished.failure is not None:
+            self.failed += 1
+            fields["failure_code"] = finished.failure.code
+            fields["details"] = finished.failure.details
+            if not self.stopped:
+                self.schedule.failed(finished.plan, terminal.retry_index)
+        elif terminal.state.value == "accepted":
+            self.accepted += 1
+            fields["metrics"] = finished.metrics
+        self.report("attempt_finished", fields)
+
+    def _lost(self, started: attempt.Started, refusal: RunStoreError) -> None:
+        self.report(
+            "lease_lost",
+            {
+                **_slot_fields(started.plan),
+                "attempt": started.guard.attempt_id,
+                "reason": refusal.code,
+            },
+        )
+
+    def _renew_due(self) -> None:
+        now = self.clock()
+        for handle, started in list(self.running.items()):
+            if now - self.submitted[handle] > started.order.timeout_ns + BACKSTOP_NS:
+                handle.cancel()
+            if now - self.renewed[handle] < self.lease_ns // 3:
+                continue
+            try:
+                attempt.renew(self.store, started, self.lease_ns, self.clock)
+            except BusyError:
+                continue  # the next pass tries again, well before the lease expires
+            except RunStoreError as refusal:
+                handle.cancel()
+                del self.running[handle], self.renewed[handle], self.submitted[handle]
+                self._lost(started, refusal)
+                continue
+            self.renewed[handle] = now
+
+    def _settle_waiting(self) -> None:
+        if self.schedule.waiting_due(self.clock()):
+            recovery = self.store.recover(self.clock)
+            self.report("recovered", _recovery_fields(recovery))
+            self.schedule.reread(self.store, self.clock())
+
+    def _timeout_s(self) -> float:
+        now = self.clock()
+        deadlines = [self.renewed[h] + self.lease_ns // 3 for h in self.running]
+        due = self.schedule.next_due()
+        if due is not None:
+            deadlines.append(due)
+        if not self.running and due is None:
+            return 0.0
+        wait_ns = min(deadlines, default=now + 10**9) - now
+        return max(0.01, min(1.0, wait_ns / 1e9))
+
+
+def _unsatisfied(store: RunStore, applicable: list[SlotPlan]) -> list[str]:
+    ids = [slot.attempt_slot.id for slot in applicable if slot.attempt_slot is not None]
+    progress = store.slot_progress(ids)
+    return [
+        slot.label
+        for slot in applicable
+        if slot.attempt_slot is not None and not progress[slot.attempt_slot.id].accepted
+    ]
+
+
+def _slot_fields(slot: SlotPlan) -> dict[str, JSON]:
+    assert slot.attempt_slot is not None
+    return {
+        "candidate": slot.candidate.name,
+        "problem": slot.problem.name,
+        "slot": slot.attempt_slot.id,
+    }
+
+
+def _recovery_fields(report: RecoveryReport) -> dict[str, JSON]:
+    return {
+        "busy_stages": len(report.busy_stages),
+        "imported_artifacts": len(report.imported_artifacts),
+        "quarantined_stages": len(report.quarantined_stages),
+        "rejected_artifacts": len(report.rejected_artifacts),
+        "terminals": len(report.terminals),
+    }

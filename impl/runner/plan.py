@@ -1,0 +1,181 @@
+"""From a campaign to the records the store registers, and what differs from what it holds.
+
+Rules of this file: pure (no store, no files): a :class:`~runstore.runner.campaign.Campaign`
+becomes one :class:`SlotPlan` per candidate x problem pair (SPEC.md section 15,
+"Identities"), and :func:`conflicts` compares plans with the records already registered.
+Operational settings (time limits, lease duration) are not identity: changing them never
+conflicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+from runstore.canonical import JSON
+from runstore.coordinator_reads import Registered
+from runstore.enums import ExecutionKind, ObservationSlotKind, SlotRole
+from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
+from runstore.runner.campaign import Campaign, Candidate, InputFile, Problem, SlotKind
+
+ATTEMPT_SLOT_NAME = "measurement"
+RESULT_SLOT_NAME = "result"
+
+
+@attrs.frozen(kw_only=True)
+class SlotPlan:
+    """One candidate x problem pair. ``run`` and the slots are None/empty when the
+    candidate does not apply to the problem (nothing is registered for it)."""
+
+    candidate: Candidate
+    problem: Problem
+    decision: ApplicabilityDecision
+    run: ResolvedRun | None
+    attempt_slot: AttemptSlot | None
+    observation_slots: tuple[ObservationSlot, ...]
+    timeout_ns: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.candidate.name} x {self.problem.name}"
+
+
+def candidate_id(campaign: Campaign, candidate: Candidate) -> str:
+    return f"{campaign.name}/{candidate.name}"
+
+
+def plan(campaign: Campaign) -> tuple[SlotPlan, ...]:
+    """Every pair, candidates in file order, each with the problems in file order."""
+    return tuple(
+        _plan_pair(campaign, candidate, problem)
+        for candidate in campaign.candidates
+        for problem in campaign.problems
+    )
+
+
+def _plan_pair(campaign: Campaign, candidate: Candidate, problem: Problem) -> SlotPlan:
+    applicable, evidence = _applicability(candidate, problem)
+    decision = ApplicabilityDecision(
+        candidate_id=candidate_id(campaign, candidate),
+        problem_id=f"{campaign.name}/{problem.name}",
+        applicable=applicable,
+        evidence=evidence,
+    )
+    timeout_ns = candidate.timeout_ns if candidate.timeout_ns is not None else campaign.timeout_ns
+    if not applicable:
+        return SlotPlan(
+            candidate=candidate,
+            problem=problem,
+            decision=decision,
+            run=None,
+            attempt_slot=None,
+            observation_slots=(),
+            timeout_ns=timeout_ns,
+        )
+    run = ResolvedRun(
+        decision_id=decision.id,
+        candidate_id=decision.candidate_id,
+        logical_spec_id=f"{campaign.name}/{candidate.name}/{problem.name}",
+        specification=run_specification(candidate, problem),
+    )
+    kind = (
+        ExecutionKind.ONE_SHOT
+        if campaign.slot_kind is SlotKind.ONE_SHOT
+        else ExecutionKind.FRESH_OBSERVATION
+    )
+    attempt_slot = AttemptSlot(
+        run_id=run.id,
+        logical_slot=ATTEMPT_SLOT_NAME,
+        execution_kind=kind,
+        role=SlotRole.MEASUREMENT,
+        specification={},
+    )
+    result_slot = ObservationSlot(
+        run_id=run.id,
+        logical_slot=RESULT_SLOT_NAME,
+        kind=ObservationSlotKind.RESULT,
+        checkpoint_index=None,
+        attempt_slot_id=attempt_slot.id,
+    )
+    return SlotPlan(
+        candidate=candidate,
+        problem=problem,
+        decision=decision,
+        run=run,
+        attempt_slot=attempt_slot,
+        observation_slots=(result_slot,),
+        timeout_ns=timeout_ns,
+    )
+
+
+def _applicability(candidate: Candidate, problem: Problem) -> tuple[bool, dict[str, JSON]]:
+    if candidate.applies_to is None:
+        return True, {"rule": "every_problem"}
+    names = {problem.name, *problem.tags}
+    return bool(names & set(candidate.applies_to)), {
+        "applies_to": list(candidate.applies_to),
+        "problem_tags": list(problem.tags),
+        "rule": "applies_to",
+    }
+
+
+def run_specification(candidate: Candidate, problem: Problem) -> dict[str, JSON]:
+    """What the run computes: the command, environment, files (by digest) and parameters."""
+    return {
+        "candidate": candidate.name,
+        "command": list(candidate.command),
+        "env": dict(candidate.env),
+        "files": _files(candidate.files + problem.files),
+        "parameters": problem.parameters,
+        "problem": problem.name,
+    }
+
+
+def _files(files: Sequence[InputFile]) -> dict[str, JSON]:
+    return {file.name: {"sha256": file.sha256, "size": file.size} for file in files}
+
+
+def conflicts(plans: Sequence[SlotPlan], registered: Registered) -> list[str]:
+    """One line per pair whose decision or run differs from a registered one with the same
+    candidate and problem (or logical spec), saying what differs; empty when none."""
+    decisions = {(d.candidate_id, d.problem_id): d for d in registered.decisions}
+    runs: dict[str, list[ResolvedRun]] = {}
+    for run in registered.runs:
+        runs.setdefault(run.logical_spec_id, []).append(run)
+    found: list[str] = []
+    for slot in plans:
+        held = decisions.get((slot.decision.candidate_id, slot.decision.problem_id))
+        if held is not None and held.id != slot.decision.id:
+            found.append(
+                f"{slot.label}: applicability differs: "
+                + _differences(_decision_fields(held), _decision_fields(slot.decision))
+            )
+            continue
+        if slot.run is None:
+            continue
+        for other in runs.get(slot.run.logical_spec_id, ()):
+            if other.id != slot.run.id:
+                found.append(
+                    f"{slot.label}: run specification differs: "
+                    + _differences(other.specification, slot.run.specification)
+                )
+    return found
+
+
+def _decision_fields(decision: ApplicabilityDecision) -> dict[str, JSON]:
+    return {"applicable": decision.applicable, "evidence": decision.evidence}
+
+
+def _differences(registered: dict[str, JSON], planned: dict[str, JSON]) -> str:
+    keys = sorted(
+        k for k in registered.keys() | planned.keys() if registered.get(k) != planned.get(k)
+    )
+    return "; ".join(
+        f"{key} registered {_short(registered.get(key))}, file {_short(planned.get(key))}"
+        for key in keys
+    )
+
+
+def _short(value: JSON | None) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."

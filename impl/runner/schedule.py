@@ -1,0 +1,126 @@
+"""Which slots a run starts, with which retry authorization, and which it waits for.
+
+Rules of this file: decisions only, from committed slot progress (SPEC.md section 15,
+"Which slots run"): a fresh slot gets ``FirstAttempt``; a slot whose attempts all ended
+without acceptance gets ``Retry(next, bound)`` only under an explicit ``--retry-failed``
+bound; a satisfied slot is never started; a slot with an attempt still in progress is
+left alone, except that a resuming run waits (once) until recovery may judge it. The
+store re-checks every authorization, so a stale decision costs a refusal, never a second
+acceptance.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+
+import attrs
+from runstore.canonical import JSON
+from runstore.coordinator_reads import SlotProgress
+from runstore.requests import FirstAttempt, Retry, RetryAuthorization
+from runstore.runner.plan import SlotPlan
+from runstore.store import RunStore
+
+
+@attrs.frozen(kw_only=True)
+class Waiting:
+    """A slot whose attempt is still in progress (as committed), held until ``due_ns``,
+    when recovery may judge it."""
+
+    slot: SlotPlan
+    due_ns: int
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    resume: bool
+    retry_failed: int | None
+
+
+class Schedule:
+    """The slots of one run: ready (with their authorization), waiting, and left alone."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.ready: collections.deque[tuple[SlotPlan, RetryAuthorization]] = collections.deque()
+        self.waiting: list[Waiting] = []
+        self.waited: set[str] = set()
+        self.satisfied = 0
+        self.left: dict[str, str] = {}  # slot label -> why it is not run
+
+    @classmethod
+    def from_progress(
+        cls, slots: Sequence[SlotPlan], store: RunStore, policy: RetryPolicy, now_ns: int
+    ) -> Schedule:
+        schedule = cls(policy)
+        progress = store.slot_progress([_slot_id(slot) for slot in slots])
+        for slot in slots:
+            schedule._classify(slot, progress[_slot_id(slot)], now_ns)
+        return schedule
+
+    def _classify(self, slot: SlotPlan, progress: SlotProgress, now_ns: int) -> None:
+        if progress.accepted:
+            self.satisfied += 1
+        elif progress.recoverable_at_ns is not None:
+            if self.policy.resume and _slot_id(slot) not in self.waited:
+                self.waited.add(_slot_id(slot))
+                self.waiting.append(
+                    Waiting(slot=slot, due_ns=max(now_ns, progress.recoverable_at_ns))
+                )
+            else:
+                self.left[slot.label] = "attempt_in_progress"
+        elif progress.attempts == 0:
+            self.ready.append((slot, FirstAttempt()))
+        else:
+            self._retry(slot, progress.attempts)
+
+    def _retry(self, slot: SlotPlan, next_index: int) -> None:
+        bound = self.policy.retry_failed
+        if bound is None:
+            self.left[slot.label] = "failed_not_retried"
+        elif next_index > bound:
+            self.left[slot.label] = "retry_bound_reached"
+        else:
+            self.ready.append((slot, Retry(next_index=next_index, max_index=bound)))
+
+    def failed(self, slot: SlotPlan, retry_index: int) -> None:
+        """An attempt of ``slot`` ended without acceptance in this run."""
+        self._retry(slot, retry_index + 1)
+
+    def next_ready(self) -> tuple[SlotPlan, RetryAuthorization] | None:
+        if not self.ready:
+            return None
+        slot, authorization = self.ready.popleft()
+        self.left.pop(slot.label, None)
+        return slot, authorization
+
+    def pending(self) -> bool:
+        return bool(self.ready or self.waiting)
+
+    def next_due(self) -> int | None:
+        return min((w.due_ns for w in self.waiting), default=None)
+
+    def waiting_due(self, now_ns: int) -> bool:
+        return any(w.due_ns <= now_ns for w in self.waiting)
+
+    def reread(self, store: RunStore, now_ns: int) -> None:
+        """After a recovery pass: classify again every waiting slot that is due (a slot
+        still in progress now is left alone: a live owner holds it)."""
+        due = [w for w in self.waiting if w.due_ns <= now_ns]
+        self.waiting = [w for w in self.waiting if w.due_ns > now_ns]
+        progress = store.slot_progress([_slot_id(w.slot) for w in due])
+        for waiting in due:
+            self._classify(waiting.slot, progress[_slot_id(waiting.slot)], now_ns)
+
+    def counts(self) -> dict[str, JSON]:
+        return {
+            "left": len(self.left),
+            "ready": len(self.ready),
+            "satisfied": self.satisfied,
+            "waiting": len(self.waiting),
+        }
+
+
+def _slot_id(slot: SlotPlan) -> str:
+    assert slot.attempt_slot is not None
+    return slot.attempt_slot.id
