@@ -478,3 +478,10 @@ def test_scratch_is_removed_even_when_the_worker_locked_it(
     result = run(executor, order(script))
     assert (result.status, result.outputs) == (WorkStatus.EXITED, (("ro/f", b"y"),))
     assert list(scratch.iterdir()) == []
+
+
+def test_waiting_on_no_handles_sleeps_the_timeout(executor: LocalExecutor) -> None:
+    """The coordinator waits for a lease to expire this way: it must not spin."""
+    began = time.monotonic()
+    assert executor.wait([], 0.2) == set()
+    assert time.monotonic() - began >= 0.2

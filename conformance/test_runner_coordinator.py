@@ -19,7 +19,7 @@ from runner_world import (
     succeeded,
 )
 from runstore import AttemptState, RunStore
-from runstore.errors import RegistrationConflictError
+from runstore.errors import RegistrationConflictError, RunStoreError
 from runstore.requests import FirstAttempt
 from runstore.runner import attempt
 from runstore.runner.coordinator import RunOptions, RunSummary, register, run_campaign
@@ -337,3 +337,16 @@ def test_stopping_cancels_workers_and_commits_their_failures(root: str) -> None:
     states = rows(root, "SELECT state FROM attempts")
     assert sorted(states) == [("failed",), ("failed",)]
     assert AttemptState.FAILED.value == "failed"
+
+
+@pytest.mark.parametrize(
+    "ids", ["slot", b"slot", None, 3, {"slot"}, ["ok", 3], [None], iter(["a"])]
+)
+def test_the_coordinator_reads_refuse_ill_typed_ids(root: str, ids: object) -> None:
+    with RunStore.open(root) as store:
+        for read in (store.registered_for, store.slot_progress):
+            with pytest.raises(RunStoreError) as caught:
+                read(ids)  # type: ignore[arg-type]
+            assert caught.value.code == "invalid_record"
+        assert store.slot_progress(["attempt-slot:v1:" + "0" * 64, "x"])["x"].states == ()
+        assert store.registered_for(["nobody"]).decisions == ()

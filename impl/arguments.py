@@ -348,6 +348,12 @@ def recover_arguments(t_ns: object, disk: object) -> RunStoreError | None:
     )
 
 
+def id_list_arguments(name: str, ids: object) -> RunStoreError | None:
+    """The coordinator reads' argument: a list or tuple of str (a bare str is refused, not
+    read as a sequence of one-character ids)."""
+    return _items(name, ids, _text)
+
+
 OPERATIONS: Final[Mapping[str, Callable[..., RunStoreError | None]]] = MappingProxyType(
     {
         "register_slots": register_slots_arguments,

@@ -346,17 +346,21 @@ class RunStore:
     # through runstore.inspection instead.
 
     def registered_for(self, candidate_ids: Sequence[str]) -> coordinator_reads.Registered:
-        """The decisions of ``candidate_ids`` with their runs and slots, as committed."""
+        """The decisions of ``candidate_ids`` (a list or tuple of str, else
+        ``invalid_record``) with their runs and slots, as committed."""
+        _raise(arguments.id_list_arguments("candidate_ids", candidate_ids))
         connection = self._require_connection()
         with coordinator_reads.read_transaction(connection):
-            return coordinator_reads.registered(connection, list(candidate_ids))
+            return coordinator_reads.registered(connection, candidate_ids)
 
     def slot_progress(self, slot_ids: Sequence[str]) -> dict[str, coordinator_reads.SlotProgress]:
-        """Each attempt slot's attempt states by retry index and, when it has a
-        nonterminal attempt, when recovery may judge it."""
+        """Each of ``slot_ids``' (a list or tuple of str, else ``invalid_record``) attempt
+        states by retry index and, when it has a nonterminal attempt, when recovery may
+        judge it; an unregistered id reads as a slot without attempts."""
+        _raise(arguments.id_list_arguments("slot_ids", slot_ids))
         connection = self._require_connection()
         with coordinator_reads.read_transaction(connection):
-            return coordinator_reads.slot_progress(connection, list(slot_ids))
+            return coordinator_reads.slot_progress(connection, slot_ids)
 
     def _write(
         self, operation: Callable[[sqlite3.Connection], tuple[T, Sequence[CommittedEvent]]]

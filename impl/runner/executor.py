@@ -111,7 +111,8 @@ class Executor(Protocol):
 
     def wait(self, handles: Collection[WorkHandle], timeout_s: float) -> set[WorkHandle]:
         """Block until at least one of ``handles`` is done or ``timeout_s`` passes; return
-        the done ones (possibly none)."""
+        the done ones (possibly none). With no handles, sleep ``timeout_s``: the
+        coordinator waits this way for a lease to expire."""
         ...
 
     def close(self) -> None:

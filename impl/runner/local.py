@@ -272,6 +272,9 @@ class LocalExecutor:
             if not isinstance(handle, LocalHandle):
                 raise TypeError(f"not a LocalExecutor handle: {handle!r}")
             by_future[handle.future] = handle
+        if not by_future:
+            time.sleep(timeout_s)
+            return set()
         done, _ = concurrent.futures.wait(
             by_future, timeout=timeout_s, return_when=concurrent.futures.FIRST_COMPLETED
         )

@@ -1,0 +1,398 @@
+"""``explain``: everything committed about one attempt slot, read from an inspection snapshot.
+
+Rules of this file: reads only, on a snapshot's private copy, a fixed number of queries per
+explanation (each over all of the slot's attempts at once; the event log has no index by
+attempt, so it is scanned once). Owner tokens are never read: a lease is shown by its id,
+purpose, fencing token, times, staging path and the artifacts it roots. Records are shown from their
+``record_json`` as stored; timestamps are integer nanoseconds, in Python and in JSON.
+
+A target names one slot: an attempt slot id (``attempt-slot:v1:...``); an attempt id
+(``attempt:v1:...``: its slot, with that attempt marked ``highlighted``); or a logical spec
+id (``<campaign>/<candidate>/<problem>``). A logical spec id whose run has several attempt
+slots is ambiguous, so it is refused with ``unknown_slot`` listing them; such a slot is
+named as ``<logical spec id>/<logical slot>`` instead. Anything else is ``unknown_slot``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar, cast
+
+import attrs
+from runstore import sql
+from runstore.canonical import JSON
+from runstore.errors import UnknownSlotError
+from runstore.inspection.reader import SlotSummary, summarize
+from runstore.inspection.snapshot import Snapshot
+
+T = TypeVar("T")
+SLOT_PREFIX: Final = "attempt-slot:v1:"
+ATTEMPT_PREFIX: Final = "attempt:v1:"
+
+
+def _object(text: str) -> dict[str, JSON]:
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _json(value: Any) -> JSON:
+    """attrs values -> JSON (ints stay ints; a value with its own ``to_json`` uses it)."""
+    if isinstance(value, SlotSummary):
+        return value.to_json()
+    if attrs.has(type(value)):
+        fields = attrs.fields(type(value))
+        return {field.name: _json(getattr(value, field.name)) for field in fields}
+    if isinstance(value, tuple | list):
+        return [_json(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _json(item) for key, item in value.items()}
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    raise TypeError(f"cannot serialize {type(value).__name__}")
+
+
+@attrs.frozen
+class ArtifactInfo:
+    id: str
+    path: str
+    kind: str
+    content_sha256: str
+    manifest_sha256: str
+    verified_at_ns: int
+
+
+@attrs.frozen(kw_only=True)
+class Reference:
+    """A (role, artifact) reference of an attempt or an observation."""
+
+    role: str
+    artifact: ArtifactInfo
+
+
+@attrs.frozen
+class Transition:
+    revision: int
+    from_state: str | None
+    to_state: str
+    at_ns: int
+    event_sequence: int
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    sequence: int
+    kind: str
+    at_ns: int
+    payload: dict[str, JSON]
+
+
+def _artifact_list(text: str | None) -> tuple[str, ...]:
+    return tuple(sorted(text.split())) if text else ()
+
+
+@attrs.frozen
+class Lease:
+    """A lease without its owner token."""
+
+    id: str
+    purpose: str
+    fencing_token: int
+    acquired_at_ns: int
+    expires_at_ns: int
+    released_at_ns: int | None
+    staging_path: str | None
+    rooted_artifact_ids: tuple[str, ...] = attrs.field(converter=_artifact_list)
+
+
+@attrs.frozen(kw_only=True)
+class ObservationInfo:
+    id: str
+    slot_id: str
+    logical_slot: str
+    valid: bool
+    completion: str
+    result: dict[str, JSON]
+    artifact: ArtifactInfo
+    registered_at_ns: int
+    selected: bool
+    references: tuple[Reference, ...]
+
+
+@attrs.frozen(kw_only=True)
+class AttemptInfo:
+    id: str
+    retry_index: int
+    state: str
+    revision: int
+    started_at_ns: int
+    updated_at_ns: int
+    finished_at_ns: int | None
+    failure_code: str | None
+    details: dict[str, JSON] | None
+    reason: str | None
+    final_artifact: ArtifactInfo | None
+    highlighted: bool
+    holds_claim: bool
+    transitions: tuple[Transition, ...]
+    events: tuple[Event, ...]
+    leases: tuple[Lease, ...]
+    artifacts: tuple[Reference, ...]
+    observations: tuple[ObservationInfo, ...]
+
+
+@attrs.frozen
+class ObservationSlotInfo:
+    id: str
+    logical_slot: str
+    kind: str
+    checkpoint_index: int | None
+    selected_observation_id: str | None
+    selected_at_ns: int | None
+
+
+@attrs.frozen(kw_only=True)
+class Explanation:
+    """One attempt slot: its summary, decision, run and slot records (``record_json``
+    decoded), its observation slots and every attempt by retry index."""
+
+    slot: SlotSummary
+    decision: dict[str, JSON]
+    run: dict[str, JSON]
+    attempt_slot: dict[str, JSON]
+    observation_slots: tuple[ObservationSlotInfo, ...]
+    attempts: tuple[AttemptInfo, ...]
+    highlighted_attempt_id: str | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return cast(dict[str, JSON], _json(self))
+
+
+# --- resolving the target ---------------------------------------------------------------------
+
+
+def _resolve(connection: sqlite3.Connection, target: str) -> tuple[str, str | None]:
+    """(attempt slot id, highlighted attempt id or None) for ``target``."""
+    if not isinstance(target, str) or not target:
+        raise UnknownSlotError("explain needs a slot id, an attempt id or a logical spec id")
+    if target.startswith(SLOT_PREFIX):
+        if sql.execute(connection, "SELECT 1 FROM attempt_slots WHERE id = ?", (target,)):
+            return target, None
+        raise UnknownSlotError(f"no attempt slot {target}")
+    if target.startswith(ATTEMPT_PREFIX):
+        rows = sql.execute(connection, "SELECT slot_id FROM attempts WHERE id = ?", (target,))
+        if rows:
+            return str(rows[0][0]), target
+        raise UnknownSlotError(f"no attempt {target}")
+    query = (
+        "SELECT s.id, s.logical_slot FROM resolved_runs AS r "
+        "JOIN attempt_slots AS s ON s.run_id = r.id WHERE r.logical_spec_id = ? "
+        "ORDER BY s.logical_slot, s.id"
+    )
+    rows = sql.execute(connection, query, (target,))
+    if len(rows) == 1:
+        return str(rows[0][0]), None
+    if len(rows) > 1:
+        named = ", ".join(f"{target}/{logical} ({slot_id})" for slot_id, logical in rows)
+        raise UnknownSlotError(f"{target} has {len(rows)} attempt slots; name one: {named}")
+    spec, slash, logical_slot = target.rpartition("/")
+    if slash:
+        rows = sql.execute(
+            connection,
+            "SELECT s.id FROM resolved_runs AS r JOIN attempt_slots AS s ON s.run_id = r.id "
+            "WHERE r.logical_spec_id = ? AND s.logical_slot = ? ORDER BY s.id",
+            (spec, logical_slot),
+        )
+        if len(rows) == 1:
+            return str(rows[0][0]), None
+    raise UnknownSlotError(f"no attempt slot, attempt or run is named {target!r}")
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+_ARTIFACT_COLUMNS: Final = "id, path, kind, content_sha256, manifest_sha256, verified_at_ns"
+
+
+def _artifacts(connection: sqlite3.Connection, ids: set[str]) -> dict[str, ArtifactInfo]:
+    found: dict[str, ArtifactInfo] = {}
+    ordered = sorted(ids)
+    for start in range(0, len(ordered), 500):
+        chunk = ordered[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        query = f"SELECT {_ARTIFACT_COLUMNS} FROM artifacts WHERE id IN ({marks})"
+        for row in sql.execute(connection, query, chunk):
+            found[row[0]] = ArtifactInfo(*row)
+    return found
+
+
+def _in(ids: Sequence[str]) -> str:
+    return ", ".join("?" for _ in ids) or "NULL"
+
+
+def explain(snapshot: Snapshot, target: str) -> Explanation:
+    """Everything committed about the slot ``target`` names (see the module docstring);
+    ``unknown_slot`` when it names none (or, for a logical spec id, several)."""
+    connection = snapshot.connection
+    slot_id, highlighted = _resolve(connection, target)
+    (summary,), _ = summarize(connection, slot_ids=[slot_id])
+    records = sql.execute(
+        connection,
+        "SELECT d.record_json, r.record_json, s.record_json FROM attempt_slots AS s "
+        "JOIN resolved_runs AS r ON r.id = s.run_id "
+        "JOIN applicability_decisions AS d ON d.id = r.decision_id WHERE s.id = ?",
+        (slot_id,),
+    )
+    decision, run, attempt_slot = (_object(text) for text in records[0])
+
+    observation_slots = tuple(
+        ObservationSlotInfo(*row)
+        for row in sql.execute(
+            connection,
+            "SELECT os.id, os.logical_slot, os.kind, os.checkpoint_index, so.observation_id, "
+            "so.selected_at_ns FROM attempt_observation_slots AS m "
+            "JOIN observation_slots AS os ON os.id = m.observation_slot_id "
+            "LEFT JOIN selected_observations AS so ON so.slot_id = os.id "
+            "WHERE m.attempt_slot_id = ? ORDER BY os.logical_slot, os.id",
+            (slot_id,),
+        )
+    )
+    attempts = _attempts(connection, slot_id, highlighted)
+    return Explanation(
+        slot=summary,
+        decision=decision,
+        run=run,
+        attempt_slot=attempt_slot,
+        observation_slots=observation_slots,
+        attempts=attempts,
+        highlighted_attempt_id=highlighted,
+    )
+
+
+def _grouped(rows: Sequence[sql.Row], make: Callable[..., T]) -> dict[str, tuple[T, ...]]:
+    """``make(*row[1:])`` per row, grouped by ``row[0]`` in row order."""
+    groups: dict[str, list[T]] = {}
+    for key, *fields in rows:
+        groups.setdefault(key, []).append(make(*fields))
+    return {key: tuple(values) for key, values in groups.items()}
+
+
+def _attempts(
+    connection: sqlite3.Connection, slot_id: str, highlighted: str | None
+) -> tuple[AttemptInfo, ...]:
+    rows = sql.execute(
+        connection,
+        "SELECT id, retry_index, state, revision, started_at_ns, updated_at_ns, finished_at_ns, "
+        "failure_code, censor_reason, final_artifact_id, record_json FROM attempts "
+        "WHERE slot_id = ? ORDER BY retry_index",
+        (slot_id,),
+    )
+    ids = [str(row[0]) for row in rows]
+    marks = _in(ids)
+
+    def select(query: str, keys: Sequence[str] = ids) -> list[sql.Row]:
+        return sql.execute(connection, query, keys)
+
+    transitions = _grouped(
+        select(
+            "SELECT attempt_id, revision, from_state, to_state, at_ns, event_sequence FROM "
+            f"attempt_transitions WHERE attempt_id IN ({marks}) ORDER BY attempt_id, revision"
+        ),
+        Transition,
+    )
+    events = _grouped(
+        select(
+            "SELECT attempt_id, sequence, kind, at_ns, payload_json FROM events "
+            f"WHERE attempt_id IN ({marks}) ORDER BY sequence"
+        ),
+        lambda sequence, kind, at_ns, payload: Event(
+            sequence=sequence, kind=kind, at_ns=at_ns, payload=_object(payload)
+        ),
+    )
+    # Never select owner_token: it is the lease holder's secret.
+    leases = _grouped(
+        select(
+            "SELECT attempt_id, id, purpose, fencing_token, acquired_at_ns, expires_at_ns, "
+            "released_at_ns, staging_path, (SELECT group_concat(la.artifact_id, ' ') "
+            "FROM leased_artifacts AS la WHERE la.lease_id = leases.id) "
+            f"FROM leases WHERE attempt_id IN ({marks}) ORDER BY fencing_token"
+        ),
+        Lease,
+    )
+    references = select(
+        "SELECT attempt_id, role, artifact_id FROM attempt_artifacts "
+        f"WHERE attempt_id IN ({marks}) ORDER BY attempt_id, role, artifact_id"
+    )
+    observations = select(
+        "SELECT o.attempt_id, o.id, o.slot_id, os.logical_slot, o.valid, o.completion, "
+        "o.artifact_id, o.registered_at_ns, o.record_json, "
+        "EXISTS (SELECT 1 FROM selected_observations AS so "
+        "        WHERE so.slot_id = o.slot_id AND so.observation_id = o.id) "
+        "FROM observations AS o JOIN observation_slots AS os ON os.id = o.slot_id "
+        f"WHERE o.attempt_id IN ({marks}) ORDER BY o.attempt_id, os.logical_slot, o.id"
+    )
+    observation_ids = [str(row[1]) for row in observations]
+    observation_refs = select(
+        "SELECT observation_id, role, artifact_id FROM observation_artifacts "
+        f"WHERE observation_id IN ({_in(observation_ids)}) "
+        "ORDER BY observation_id, role, artifact_id",
+        observation_ids,
+    )
+    artifact_ids = {str(row[9]) for row in rows if row[9] is not None}
+    artifact_ids |= {str(row[2]) for row in (*references, *observation_refs)}
+    artifact_ids |= {str(row[6]) for row in observations}
+    artifacts = _artifacts(connection, artifact_ids)
+
+    def reference(role: str, artifact_id: str) -> Reference:
+        return Reference(role=role, artifact=artifacts[artifact_id])
+
+    attempt_refs = _grouped(references, reference)
+    observation_refs_by_id = _grouped(observation_refs, reference)
+
+    def observation(*row: Any) -> ObservationInfo:
+        result = _object(row[7]).get("result")
+        return ObservationInfo(
+            id=row[0],
+            slot_id=row[1],
+            logical_slot=row[2],
+            valid=bool(row[3]),
+            completion=row[4],
+            result=result if isinstance(result, dict) else {},
+            artifact=artifacts[row[5]],
+            registered_at_ns=row[6],
+            selected=bool(row[8]),
+            references=observation_refs_by_id.get(row[0], ()),
+        )
+
+    produced = _grouped(observations, observation)
+    claim_query = "SELECT attempt_id FROM finalization_claims WHERE slot_id = ?"
+    claims = {str(row[0]) for row in select(claim_query, [slot_id])}
+
+    infos: list[AttemptInfo] = []
+    for row in rows:
+        attempt_id, index, state, revision, started, updated, finished = row[:7]
+        failure_code, reason, final_id, record_json = row[7:]
+        details = _object(record_json).get("details")
+        infos.append(
+            AttemptInfo(
+                id=attempt_id,
+                retry_index=index,
+                state=state,
+                revision=revision,
+                started_at_ns=started,
+                updated_at_ns=updated,
+                finished_at_ns=finished,
+                failure_code=failure_code,
+                details=details if isinstance(details, dict) else None,
+                reason=reason,
+                final_artifact=None if final_id is None else artifacts[final_id],
+                highlighted=attempt_id == highlighted,
+                holds_claim=attempt_id in claims,
+                transitions=transitions.get(attempt_id, ()),
+                events=events.get(attempt_id, ()),
+                leases=leases.get(attempt_id, ()),
+                artifacts=attempt_refs.get(attempt_id, ()),
+                observations=produced.get(attempt_id, ()),
+            )
+        )
+    return tuple(infos)

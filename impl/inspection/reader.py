@@ -1,0 +1,342 @@
+"""Slot states and the ``status`` report, read from an inspection snapshot.
+
+Rules of this file: reads only, on a :class:`~runstore.inspection.snapshot.Snapshot`'s
+private copy, in a handful of set-based queries (one per table family, never one per
+slot), so the cost grows linearly with the store. The indexed columns carry everything
+except metrics, which come from the selected observations' ``record_json``. Nothing here
+assumes the runner's naming conventions: ``<campaign>/<name>`` ids only make the
+``campaign`` filter and the per-campaign grouping meaningful, and an id without ``/``
+belongs to campaign ``""``. The derivation of a slot's state (SPEC.md section 15.6) lives
+here once, in :func:`derive_state`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+import attrs
+from runstore import sql
+from runstore.canonical import JSON
+from runstore.enums import TERMINAL_STATES, AttemptState
+from runstore.inspection.snapshot import Snapshot
+
+INTERRUPTED_CODE: Final = "interrupted_attempt"
+_TERMINAL_VALUES: Final = frozenset(state.value for state in TERMINAL_STATES)
+
+
+class SlotState(enum.Enum):
+    """The state ``status`` reports for an attempt slot."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    ACCEPTED = "accepted"
+    FAILED = "failed"
+    CENSORED = "censored"
+    SUPERSEDED = "superseded"
+    INTERRUPTED = "interrupted"
+
+
+_BY_LATEST: Final = {
+    AttemptState.FAILED.value: SlotState.FAILED,
+    AttemptState.CENSORED.value: SlotState.CENSORED,
+    AttemptState.SUPERSEDED.value: SlotState.SUPERSEDED,
+}
+
+
+def derive_state(
+    *,
+    attempts: int,
+    accepted: bool,
+    running: bool,
+    latest_state: str | None,
+    latest_failure_code: str | None,
+) -> SlotState:
+    """A slot's state: accepted when it has an accepted attempt; else running when an
+    attempt is nonterminal; else pending without attempts; else from its latest attempt
+    (highest retry index): ``interrupted`` for ``Failed(interrupted_attempt)``, otherwise
+    ``failed``, ``censored`` or ``superseded``."""
+    if accepted:
+        return SlotState.ACCEPTED
+    if running:
+        return SlotState.RUNNING
+    if attempts == 0 or latest_state is None:
+        return SlotState.PENDING
+    if latest_state == AttemptState.FAILED.value and latest_failure_code == INTERRUPTED_CODE:
+        return SlotState.INTERRUPTED
+    return _BY_LATEST.get(latest_state, SlotState.RUNNING)
+
+
+def campaign_of(identifier: str) -> str:
+    """``"<campaign>/<rest>"`` -> ``"<campaign>"``; ``""`` for an id without ``/``."""
+    head, slash, _rest = identifier.partition("/")
+    return head if slash else ""
+
+
+@attrs.frozen(kw_only=True)
+class SlotSummary:
+    """One attempt slot as committed in the snapshot. ``metrics`` holds ``(name, value)``
+    pairs sorted by name, merged from the ``result["metrics"]`` of the selected
+    observations of an accepted slot's observation slots (in observation-slot order, a
+    later slot's value winning); it is empty for any other slot."""
+
+    slot_id: str
+    run_id: str
+    candidate_id: str
+    problem_id: str
+    logical_spec_id: str
+    logical_slot: str
+    execution_kind: str
+    role: str
+    state: SlotState
+    attempts: int
+    accepted_attempt_id: str | None
+    latest_attempt_id: str | None
+    latest_state: str | None
+    latest_failure_code: str | None
+    metrics: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "slot_id": self.slot_id,
+            "run_id": self.run_id,
+            "candidate_id": self.candidate_id,
+            "problem_id": self.problem_id,
+            "logical_spec_id": self.logical_spec_id,
+            "logical_slot": self.logical_slot,
+            "execution_kind": self.execution_kind,
+            "role": self.role,
+            "state": self.state.value,
+            "attempts": self.attempts,
+            "accepted_attempt_id": self.accepted_attempt_id,
+            "latest_attempt_id": self.latest_attempt_id,
+            "latest_state": self.latest_state,
+            "latest_failure_code": self.latest_failure_code,
+            "metrics": dict(self.metrics),
+        }
+
+
+def _zero_counts() -> dict[str, int]:
+    return {state.value: 0 for state in SlotState}
+
+
+@attrs.frozen(kw_only=True)
+class StatusReport:
+    """Counts of slot states per candidate, per problem and in total (every state present,
+    zeros included), attempt rows by their ``state`` column, every slot, and the excluded
+    ``(candidate_id, problem_id)`` pairs (decisions with ``applicable`` false)."""
+
+    slots: tuple[SlotSummary, ...]
+    by_candidate: dict[str, dict[str, int]]
+    by_problem: dict[str, dict[str, int]]
+    totals: dict[str, int]
+    attempts_by_state: dict[str, int]
+    excluded: tuple[tuple[str, str], ...]
+
+    def to_json(self) -> dict[str, JSON]:
+        def counts(table: dict[str, dict[str, int]]) -> dict[str, JSON]:
+            return {name: dict(by_state) for name, by_state in sorted(table.items())}
+
+        return {
+            "slots": [slot.to_json() for slot in self.slots],
+            "by_candidate": counts(self.by_candidate),
+            "by_problem": counts(self.by_problem),
+            "totals": dict(self.totals),
+            "attempts_by_state": dict(self.attempts_by_state),
+            "excluded": [
+                {"candidate_id": candidate, "problem_id": problem}
+                for candidate, problem in self.excluded
+            ],
+        }
+
+
+# --- queries ---------------------------------------------------------------------------------
+
+_SLOTS: Final = """
+SELECT s.id, s.run_id, r.candidate_id, d.problem_id, r.logical_spec_id, s.logical_slot,
+       s.execution_kind, s.role
+FROM attempt_slots AS s
+JOIN resolved_runs AS r ON r.id = s.run_id
+JOIN applicability_decisions AS d ON d.id = r.decision_id
+"""
+
+_ATTEMPTS: Final = """
+SELECT a.slot_id, a.retry_index, a.id, a.state, a.failure_code
+FROM attempts AS a
+JOIN attempt_slots AS s ON s.id = a.slot_id
+JOIN resolved_runs AS r ON r.id = s.run_id
+"""
+
+_SELECTED: Final = """
+SELECT m.attempt_slot_id, os.logical_slot, o.record_json
+FROM attempt_observation_slots AS m
+JOIN observation_slots AS os ON os.id = m.observation_slot_id
+JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
+JOIN observations AS o ON o.id = so.observation_id
+JOIN attempt_slots AS s ON s.id = m.attempt_slot_id
+JOIN resolved_runs AS r ON r.id = s.run_id
+WHERE EXISTS (
+    SELECT 1 FROM attempts AS a WHERE a.slot_id = m.attempt_slot_id AND a.state = 'accepted')
+"""
+
+_CAMPAIGN: Final = "substr(r.candidate_id, 1, length(:prefix)) = :prefix"
+
+
+def _scope(
+    base: str, campaign: str | None, slot_ids: Sequence[str] | None, slot_column: str
+) -> tuple[str, dict[str, object]]:
+    """``base`` narrowed to a campaign's candidates and/or to some slots."""
+    clauses: list[str] = []
+    params: dict[str, object] = {}
+    if campaign is not None:
+        clauses.append(_CAMPAIGN)
+        params["prefix"] = f"{campaign}/"
+    if slot_ids is not None:
+        names = [f":slot{i}" for i in range(len(slot_ids))]
+        clauses.append(f"{slot_column} IN ({', '.join(names) or 'NULL'})")
+        params.update({f"slot{i}": slot_id for i, slot_id in enumerate(slot_ids)})
+    if not clauses:
+        return base, params
+    joiner = " AND " if "WHERE" in base else " WHERE "
+    return base + joiner + " AND ".join(clauses), params
+
+
+def _metrics(record_json: str) -> dict[str, str]:
+    """The decimal-string metrics of an observation record (others are skipped)."""
+    try:
+        record = json.loads(record_json)
+    except ValueError:
+        return {}
+    result = record.get("result") if isinstance(record, dict) else None
+    metrics = result.get("metrics") if isinstance(result, dict) else None
+    if not isinstance(metrics, dict):
+        return {}
+    found: dict[str, str] = {}
+    for name, value in metrics.items():
+        if isinstance(value, str):
+            found[name] = value
+        elif isinstance(value, int) and not isinstance(value, bool):
+            found[name] = str(value)
+    return found
+
+
+@attrs.define
+class _Progress:
+    attempts: int = 0
+    accepted_id: str | None = None
+    running: bool = False
+    latest_index: int = -1
+    latest_id: str | None = None
+    latest_state: str | None = None
+    latest_failure_code: str | None = None
+
+
+def summarize(
+    connection: sqlite3.Connection,
+    *,
+    campaign: str | None = None,
+    slot_ids: Sequence[str] | None = None,
+) -> tuple[tuple[SlotSummary, ...], dict[str, int]]:
+    """Slot summaries (sorted by candidate, problem, logical slot, slot id) and attempt
+    rows by state, for every slot or only a campaign's and/or the given ``slot_ids``.
+    Three queries in all, whatever the number of slots."""
+    progress: dict[str, _Progress] = {}
+    attempt_states: Counter[str] = Counter()
+    query, params = _scope(_ATTEMPTS, campaign, slot_ids, "a.slot_id")
+    for slot_id, retry_index, attempt_id, state, failure_code in sql.execute(
+        connection, query, params
+    ):
+        entry = progress.setdefault(slot_id, _Progress())
+        entry.attempts += 1
+        attempt_states[state] += 1
+        if state == AttemptState.ACCEPTED.value:
+            entry.accepted_id = attempt_id
+        elif state not in _TERMINAL_VALUES:
+            entry.running = True
+        if retry_index > entry.latest_index:
+            entry.latest_index = retry_index
+            entry.latest_id, entry.latest_state = attempt_id, state
+            entry.latest_failure_code = failure_code
+
+    metrics: dict[str, dict[str, str]] = {}
+    query, params = _scope(_SELECTED, campaign, slot_ids, "m.attempt_slot_id")
+    rows = sql.execute(connection, query, params)
+    for slot_id, _logical_slot, record_json in sorted(rows, key=lambda row: (row[0], row[1])):
+        metrics.setdefault(slot_id, {}).update(_metrics(record_json))
+
+    summaries: list[SlotSummary] = []
+    query, params = _scope(_SLOTS, campaign, slot_ids, "s.id")
+    for row in sql.execute(connection, query, params):
+        slot_id, run_id, candidate_id, problem_id, spec_id, logical_slot, kind, role = row
+        entry = progress.get(slot_id, _Progress())
+        state = derive_state(
+            attempts=entry.attempts,
+            accepted=entry.accepted_id is not None,
+            running=entry.running,
+            latest_state=entry.latest_state,
+            latest_failure_code=entry.latest_failure_code,
+        )
+        summaries.append(
+            SlotSummary(
+                slot_id=slot_id,
+                run_id=run_id,
+                candidate_id=candidate_id,
+                problem_id=problem_id,
+                logical_spec_id=spec_id,
+                logical_slot=logical_slot,
+                execution_kind=kind,
+                role=role,
+                state=state,
+                attempts=entry.attempts,
+                accepted_attempt_id=entry.accepted_id,
+                latest_attempt_id=entry.latest_id,
+                latest_state=entry.latest_state,
+                latest_failure_code=entry.latest_failure_code,
+                metrics=tuple(sorted(metrics.get(slot_id, {}).items()))
+                if state is SlotState.ACCEPTED
+                else (),
+            )
+        )
+    summaries.sort(key=lambda s: (s.candidate_id, s.problem_id, s.logical_slot, s.slot_id))
+    return tuple(summaries), {state: attempt_states[state] for state in sorted(attempt_states)}
+
+
+def slot_summaries(snapshot: Snapshot, *, campaign: str | None = None) -> tuple[SlotSummary, ...]:
+    """Every attempt slot of the snapshot (or of one campaign: candidate ids starting with
+    ``"<campaign>/"``), sorted by (candidate_id, problem_id, logical_slot)."""
+    return summarize(snapshot.connection, campaign=campaign)[0]
+
+
+def _count(summaries: Iterable[SlotSummary], key: str) -> dict[str, dict[str, int]]:
+    table: dict[str, dict[str, int]] = {}
+    for summary in summaries:
+        name = summary.candidate_id if key == "candidate" else summary.problem_id
+        table.setdefault(name, _zero_counts())[summary.state.value] += 1
+    return table
+
+
+def status(snapshot: Snapshot, *, campaign: str | None = None) -> StatusReport:
+    """The ``status`` report of the snapshot (or of one campaign's candidates)."""
+    connection = snapshot.connection
+    slots, attempts_by_state = summarize(connection, campaign=campaign)
+    totals = _zero_counts()
+    for summary in slots:
+        totals[summary.state.value] += 1
+    query = "SELECT candidate_id, problem_id FROM applicability_decisions WHERE applicable = 0"
+    params: dict[str, object] = {}
+    if campaign is not None:
+        query += " AND substr(candidate_id, 1, length(:prefix)) = :prefix"
+        params["prefix"] = f"{campaign}/"
+    excluded = tuple(sorted((str(c), str(p)) for c, p in sql.execute(connection, query, params)))
+    return StatusReport(
+        slots=slots,
+        by_candidate=_count(slots, "candidate"),
+        by_problem=_count(slots, "problem"),
+        totals=totals,
+        attempts_by_state=attempts_by_state,
+        excluded=excluded,
+    )
