@@ -325,6 +325,18 @@ REFUSALS: list[tuple[str, list[tuple[tuple[Any, ...], Any]], str, str]] = [
         "candidates[0].command[0]",
         "256",
     ),
+    (
+        "command placeholder typo",
+        [((*CANDIDATE, "command"), ["{pyhton}", "w.py"])],
+        "candidates[0].command",
+        "unknown placeholder {pyhton} in argument 0",
+    ),
+    (
+        "command lone brace",
+        [((*CANDIDATE, "command"), ["x", "-c", "print({})"])],
+        "candidates[0].command",
+        "unknown placeholder {} in argument 2",
+    ),
     ("env not a table", [((*CANDIDATE, "env"), "A=1")], "candidates[0].env", "table"),
     ("env name digit", [((*CANDIDATE, "env"), {"1A": "x"})], "candidates[0].env.1A", "[A-Za-z_]"),
     ("env name dash", [((*CANDIDATE, "env"), {"A-B": "x"})], "candidates[0].env.A-B", "[A-Za-z_]"),

@@ -66,6 +66,10 @@ def test_failing_hanging_invalid_and_silent_workers_get_their_outcomes(tmp_path:
     again = runstore("run", str(campaign), "--store", str(store), "--json")
     assert again.returncode == 1
     assert query(store, "SELECT count(*) FROM attempts") == [(4,)]
+    left = json_lines(again.stdout)[-1]["left"]
+    assert left == {f"{m} x p": "failed_not_retried" for m in modes}
+    plain = runstore("run", str(campaign), "--store", str(store))
+    assert "4 not run: their attempts failed (run --retry-failed N" in plain.stderr
 
 
 def test_resume_after_sigkill_finishes_every_slot_and_loses_nothing(tmp_path: Path) -> None:

@@ -128,7 +128,20 @@ def _summary_line(fields: Mapping[str, JSON]) -> str:
         line += "; unsatisfied: " + ", ".join(str(label) for label in unsatisfied[:10])
         if len(unsatisfied) > 10:
             line += f" and {len(unsatisfied) - 10} more"
+    left = fields.get("left")
+    assert isinstance(left, dict)
+    for reason, hint in LEFT_HINTS.items():
+        count = sum(1 for why in left.values() if why == reason)
+        if count:
+            line += f"\n{count} not run: {hint}"
     return line
+
+
+LEFT_HINTS: Mapping[str, str] = {
+    "attempt_in_progress": "an attempt is in progress or was interrupted (run --resume)",
+    "failed_not_retried": "their attempts failed (run --retry-failed N to retry them)",
+    "retry_bound_reached": "their retries reached the --retry-failed bound",
+}
 
 
 def _int(value: JSON) -> int:

@@ -5,8 +5,10 @@ Usage: python tools/soak.py [--kills 30] [--seed 1] [--jobs 4] [--keep DIR]
 
 Writes a campaign of ``--candidates`` x ``--problems`` slots whose worker sleeps a seeded
 0.05-0.6 s and reports a metric derived from its names; runs ``runstore run --resume
---retry-failed 1000 --json`` and SIGKILLs it after a random 0.2-3 s, ``--kills`` times,
-then lets a last run finish. After every kill and at the end it checks, on the store
+--retry-failed 1000 --json`` and SIGKILLs it after a random 0.2-2 s until it was killed
+``--kills`` times (a run that finished first does not count; when every slot is done, the
+campaign grows by ``--problems`` more problems, so kills land in real work), then lets a
+last run finish. After every kill and at the end it checks, on the store
 (read through a fresh read-only connection, never by a process holding it open):
 
 * every result acknowledged before a kill (an ``attempt_finished`` line with state
@@ -169,36 +171,43 @@ def main() -> int:
     rng = random.Random(options.seed)
     work = options.keep or Path(tempfile.mkdtemp(prefix="runstore-soak-"))
     work.mkdir(parents=True, exist_ok=True)
-    campaign = write_campaign(work, options.candidates, options.problems)
+    problems = options.problems
+    campaign = write_campaign(work, options.candidates, problems)
     store = work / "store"
     began = time.monotonic()
     acknowledged: dict[str, str] = {}
-    problems: list[str] = []
-    kills = 0
-    for _ in range(options.kills):
-        seen, status = run_once(campaign, store, options.jobs, rng.uniform(0.2, 3.0))
+    found: list[str] = []
+    kills = rounds = 0
+    while kills < options.kills and rounds < 4 * options.kills:
+        rounds += 1
+        if store.exists() and len(accepted(store)) == options.candidates * problems:
+            # Everything is done: grow the campaign (new pairs never conflict) so that
+            # the next kill lands in the middle of real work.
+            problems += options.problems
+            campaign = write_campaign(work, options.candidates, problems)
+        seen, status = run_once(campaign, store, options.jobs, rng.uniform(0.2, 2.0))
         acknowledged.update(seen)
         kills += status == -signal.SIGKILL
         now = accepted(store)
-        problems += [f"lost {slot}" for slot, a in acknowledged.items() if now.get(slot) != [a]]
-        problems += check_integrity(store)
+        found += [f"lost {slot}" for slot, a in acknowledged.items() if now.get(slot) != [a]]
+        found += check_integrity(store)
     _, status = run_once(campaign, store, options.jobs, None)
     final = accepted(store)
-    slots = options.candidates * options.problems
+    slots = options.candidates * problems
     lost = sum(1 for slot, a in acknowledged.items() if final.get(slot) != [a])
     duplicates = sum(1 for attempts in final.values() if len(attempts) > 1)
     if status != 0 or len(final) != slots:
-        problems.append(f"the last run exited {status} with {len(final)}/{slots} accepted")
-    problems += check_integrity(store) + check_artifacts(store)
+        found.append(f"the last run exited {status} with {len(final)}/{slots} accepted")
+    found += check_integrity(store) + check_artifacts(store)
     print(
-        f"kills={kills} slots={slots} accepted={len(final)} lost={lost} "
+        f"kills={kills} rounds={rounds} slots={slots} accepted={len(final)} lost={lost} "
         f"duplicates={duplicates} integrity={'ok' if not check_integrity(store) else 'FAILED'} "
         f"artifacts={'ok' if not check_artifacts(store) else 'FAILED'} "
         f"seconds={time.monotonic() - began:.1f}"
     )
-    for problem in sorted(set(problems)):
+    for problem in sorted(set(found)):
         print(f"problem: {problem}")
-    return 1 if problems or lost or duplicates else 0
+    return 1 if found or lost or duplicates or kills < options.kills else 0
 
 
 if __name__ == "__main__":

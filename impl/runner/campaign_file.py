@@ -23,6 +23,7 @@ import attrs
 from runstore.canonical import JSON, MAX_DEPTH, MAX_SAFE_INTEGER, encode
 from runstore.errors import CampaignInvalidError, InvalidCanonicalJsonError, InvalidRecordError
 from runstore.runner.campaign import Campaign, Candidate, InputFile, Problem, SlotKind
+from runstore.runner.executor import PLACEHOLDERS, expand_command
 from runstore.validation import MAX_NAME_LENGTH, check_store_path, is_control
 
 MAX_PAIRS: Final = 10_000
@@ -291,7 +292,13 @@ def _plain(value: object, key: str) -> str:
 def _command(value: object, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
         _refuse(key, f"must be a nonempty list of strings, got {_kind(value)}")
-    return tuple(_plain(item, f"{key}[{index}]") for index, item in enumerate(value))
+    command = tuple(_plain(item, f"{key}[{index}]") for index, item in enumerate(value))
+    try:
+        expand_command(command, dict.fromkeys(PLACEHOLDERS, ""))
+    except ValueError as error:
+        known = ", ".join(f"{{{name}}}" for name in PLACEHOLDERS)
+        _refuse(key, f"{error} (placeholders: {known}; write {{{{ and }}}} for braces)")
+    return command
 
 
 def _env(value: object, key: str) -> tuple[tuple[str, str], ...]:

@@ -78,6 +78,10 @@ class RunSummary:
     accepted: int
     failed: int
     unsatisfied: tuple[str, ...]
+    left: tuple[tuple[str, str], ...]
+    """Slots this run did not start, with why: ``attempt_in_progress`` (use
+    ``--resume``), ``failed_not_retried`` (use ``--retry-failed``) or
+    ``retry_bound_reached``."""
     stopped: bool
     recovery: RecoveryReport | None
 
@@ -90,6 +94,7 @@ class RunSummary:
             "slots": self.slots,
             "stopped": self.stopped,
             "unsatisfied": list(self.unsatisfied),
+            "left": {label: reason for label, reason in self.left},
         }
 
 
@@ -158,6 +163,7 @@ def run_campaign(
         accepted=loop.accepted,
         failed=loop.failed,
         unsatisfied=tuple(unsatisfied),
+        left=tuple(sorted(schedule.left.items())),
         stopped=loop.stopped,
         recovery=recovery,
     )

@@ -10,6 +10,7 @@ and only the coordinator ever touches the store (SPEC.md section 15).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Collection
 from typing import Final, Protocol
 
@@ -22,6 +23,36 @@ return; more is :attr:`WorkStatus.OUTPUT_TOO_LARGE`."""
 LOG_LIMIT_BYTES: Final = 4 * 1024 * 1024
 """The most bytes kept of each of stdout and stderr; the rest is cut (the head is kept)
 and the result says so."""
+
+
+PLACEHOLDERS: Final = ("python", "work_dir", "output_dir")
+"""The names a command argument may hold as ``{name}``, filled on the worker's side."""
+
+_TOKEN: Final = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+"""What the placeholder scanner stops at: an escaped brace, a ``{name}``, a lone brace."""
+
+
+def expand_command(command: tuple[str, ...], values: dict[str, str]) -> list[str]:
+    """``command`` with each ``{name}`` replaced by ``values[name]`` and ``{{``/``}}`` by one
+    brace. Refuses (ValueError, with a one-line reason) an unknown name, a lone ``}`` or an
+    unclosed ``{``, naming the argument by its position in the command, from 0. The
+    campaign reader calls it to refuse a typo before anything is registered; an executor
+    calls it with its machine's values."""
+
+    def expand(argument: str, index: int) -> str:
+        def replace(match: re.Match[str]) -> str:
+            token, name = match.group(0), match.group(1)
+            if token in ("{{", "}}"):
+                return token[0]
+            if name is None:
+                raise ValueError(f"unmatched {token} in argument {index}")
+            if name not in values:
+                raise ValueError(f"unknown placeholder {token} in argument {index}")
+            return values[name]
+
+        return _TOKEN.sub(replace, argument)
+
+    return [expand(argument, index) for index, argument in enumerate(command)]
 
 
 class WorkStatus(enum.Enum):

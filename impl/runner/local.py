@@ -14,7 +14,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import os
-import re
 import shutil
 import signal
 import stat
@@ -27,13 +26,15 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, BinaryIO
 
 import attrs
-from runstore.runner.executor import Executor, WorkHandle, WorkOrder, WorkResult, WorkStatus
-
-PLACEHOLDERS = ("python", "work_dir", "output_dir")
-"""The names a command argument may hold as ``{name}``."""
-
-_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
-"""What the placeholder scanner stops at: an escaped brace, a ``{name}``, a lone brace."""
+from runstore.runner.executor import (
+    PLACEHOLDERS,
+    Executor,
+    WorkHandle,
+    WorkOrder,
+    WorkResult,
+    WorkStatus,
+    expand_command,
+)
 
 
 class StartRefused(Exception):
@@ -41,24 +42,10 @@ class StartRefused(Exception):
 
 
 def _expand(command: tuple[str, ...], values: dict[str, str]) -> list[str]:
-    """``command`` with each ``{name}`` replaced by ``values[name]`` and ``{{``/``}}`` by one
-    brace. Refuses (:class:`StartRefused`) an unknown name, a lone ``}`` or an unclosed
-    ``{``, naming the argument by its position in the command, from 0."""
-
-    def expand(argument: str, index: int) -> str:
-        def replace(match: re.Match[str]) -> str:
-            token, name = match.group(0), match.group(1)
-            if token in ("{{", "}}"):
-                return token[0]
-            if name is None:
-                raise StartRefused(f"unmatched {token} in argument {index}")
-            if name not in values:
-                raise StartRefused(f"unknown placeholder {token} in argument {index}")
-            return values[name]
-
-        return _TOKEN.sub(replace, argument)
-
-    return [expand(argument, index) for index, argument in enumerate(command)]
+    try:
+        return expand_command(command, values)
+    except ValueError as error:
+        raise StartRefused(str(error)) from None
 
 
 def _refusal(order: WorkOrder) -> str:
