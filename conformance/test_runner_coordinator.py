@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import attrs
 import pytest
 from runner_world import (
     SECOND,
@@ -22,6 +23,7 @@ from runstore import AttemptState, RunStore
 from runstore.errors import RegistrationConflictError, RunStoreError
 from runstore.requests import FirstAttempt
 from runstore.runner import attempt
+from runstore.runner.campaign import SlotKind
 from runstore.runner.coordinator import RunOptions, RunSummary, register, run_campaign
 from runstore.runner.executor import WorkOrder, WorkResult, WorkStatus
 from runstore.runner.plan import plan
@@ -205,6 +207,18 @@ def test_a_changed_campaign_is_refused_before_anything_is_registered(root: str) 
         root, always(succeeded()), candidates=("a",), problems=("p",), lease_ns=9 * SECOND
     )
     assert summary.satisfied == 1
+
+
+def test_a_changed_slot_kind_is_refused_before_anything_is_registered(root: str) -> None:
+    run(root, always(succeeded()), candidates=("a",), problems=("p",))
+    changed = attrs.evolve(
+        campaign(candidates=("b", "a"), problems=("p",)), slot_kind=SlotKind.FRESH_OBSERVATION
+    )
+    with RunStore.open(root) as store:
+        with pytest.raises(RegistrationConflictError) as caught:
+            register(store, changed)
+        assert "a x p: attempt slot differs: execution_kind" in caught.value.message
+        assert len(store.registered_for(["demo/b"]).decisions) == 0
 
 
 def test_excluded_pairs_register_nothing(root: str) -> None:

@@ -139,6 +139,7 @@ def conflicts(plans: Sequence[SlotPlan], registered: Registered) -> list[str]:
     """One line per pair whose decision or run differs from a registered one with the same
     candidate and problem (or logical spec), saying what differs; empty when none."""
     decisions = {(d.candidate_id, d.problem_id): d for d in registered.decisions}
+    attempt_slots = {(a.run_id, a.logical_slot): a for a in registered.attempt_slots}
     runs: dict[str, list[ResolvedRun]] = {}
     for run in registered.runs:
         runs.setdefault(run.logical_spec_id, []).append(run)
@@ -159,7 +160,22 @@ def conflicts(plans: Sequence[SlotPlan], registered: Registered) -> list[str]:
                     f"{slot.label}: run specification differs: "
                     + _differences(other.specification, slot.run.specification)
                 )
+        held_slot = attempt_slots.get((slot.run.id, ATTEMPT_SLOT_NAME))
+        if slot.attempt_slot is not None and held_slot not in (None, slot.attempt_slot):
+            assert held_slot is not None
+            found.append(
+                f"{slot.label}: attempt slot differs: "
+                + _differences(_slot_fields(held_slot), _slot_fields(slot.attempt_slot))
+            )
     return found
+
+
+def _slot_fields(slot: AttemptSlot) -> dict[str, JSON]:
+    return {
+        "execution_kind": slot.execution_kind.value,
+        "role": slot.role.value,
+        "specification": slot.specification,
+    }
 
 
 def _decision_fields(decision: ApplicabilityDecision) -> dict[str, JSON]:
