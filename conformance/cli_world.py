@@ -93,6 +93,17 @@ def runstore(*arguments: str, timeout: float = 120) -> subprocess.CompletedProce
     )
 
 
+def start(*arguments: str) -> subprocess.Popen[str]:
+    """The console script in the background, its JSON lines readable as they come."""
+    return subprocess.Popen(
+        [RUNSTORE, *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 def json_lines(output: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in output.splitlines() if line.strip()]
 

@@ -5,12 +5,11 @@ conflicts, bad files and bad stores, exit statuses."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from cli_world import RUNSTORE, json_lines, query, runstore, write_campaign
+from cli_world import json_lines, query, runstore, start, write_campaign
 
 
 def test_a_campaign_runs_to_completion_and_a_second_run_runs_nothing(tmp_path: Path) -> None:
@@ -76,13 +75,7 @@ def test_resume_after_sigkill_finishes_every_slot_and_loses_nothing(tmp_path: Pa
     candidates = [(f"c{i}", "slow") for i in range(4)]
     campaign = write_campaign(tmp_path / "c", candidates, ["p", "q", "r"], lease_seconds=3)
     store = tmp_path / "store"
-    process = subprocess.Popen(
-        [RUNSTORE, "run", str(campaign), "--store", str(store), "--init", "--json", "-j", "3"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    process = start("run", str(campaign), "--store", str(store), "--init", "--json", "-j", "3")
     acknowledged: dict[str, str] = {}
     assert process.stdout is not None
     for line in process.stdout:  # kill right after the third acknowledged acceptance
@@ -125,13 +118,7 @@ def test_sigint_stops_cleanly_and_commits_cancelled_failures(tmp_path: Path) -> 
     text = campaign.read_text().replace("timeout_seconds = 1\n", "")
     campaign.write_text(text)
     store = tmp_path / "store"
-    process = subprocess.Popen(
-        [RUNSTORE, "run", str(campaign), "--store", str(store), "--init", "--json", "-j", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    process = start("run", str(campaign), "--store", str(store), "--init", "--json", "-j", "2")
     assert process.stdout is not None
     started = 0
     for line in process.stdout:
