@@ -68,7 +68,7 @@ def test_failing_hanging_invalid_and_silent_workers_get_their_outcomes(tmp_path:
     left = json_lines(again.stdout)[-1]["left"]
     assert left == {f"{m} x p": "failed_not_retried" for m in modes}
     plain = runstore("run", str(campaign), "--store", str(store))
-    assert "4 not run: their attempts failed (run --retry-failed N" in plain.stderr
+    assert "4 left unsatisfied: their attempts failed (run --retry-failed N" in plain.stderr
 
 
 def test_resume_after_sigkill_finishes_every_slot_and_loses_nothing(tmp_path: Path) -> None:
@@ -94,8 +94,16 @@ def test_resume_after_sigkill_finishes_every_slot_and_loses_nothing(tmp_path: Pa
         query(store, "SELECT slot_id, id FROM attempts WHERE state = 'accepted'")
     )
     assert acknowledged.items() <= accepted_at_kill.items()
-    assert query(store, "SELECT count(*) FROM attempts WHERE state NOT IN "
-                 "('accepted', 'failed', 'censored', 'superseded')")[0][0] > 0  # fmt: skip
+    stranded = query(store, "SELECT id FROM attempts WHERE finished_at_ns IS NULL")
+    assert stranded
+    # `runstore recover` once the 3 s leases expired: each stranded attempt is settled.
+    time.sleep(3.2)
+    recovered = runstore("recover", "--store", str(store), "--json")
+    assert recovered.returncode == 0, recovered.stderr
+    terminals = json_lines(recovered.stdout)[0]["terminals"]
+    assert isinstance(terminals, list)
+    assert sorted(t["attempt"] for t in terminals) == sorted(str(a) for (a,) in stranded)
+    assert {t["state"] for t in terminals} == {"failed"}
     began = time.monotonic()
     resumed = runstore(
         "run", str(campaign), "--store", str(store), "--resume", "--retry-failed", "3", "--json"
@@ -167,6 +175,12 @@ def test_a_missing_store_is_refused_without_init(tmp_path: Path) -> None:
     assert refused.returncode == 3
     assert "error: unsafe_path: " in refused.stderr and "--init" in refused.stderr
     assert not (tmp_path / "absent").exists()
+    deeper = runstore("run", str(campaign), "--store", str(tmp_path / "a" / "b"), "--init")
+    assert deeper.returncode == 3 and "parent of the store root does not exist" in deeper.stderr
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "file").write_text("")
+    not_a_directory = runstore("run", str(campaign), "--store", str(tmp_path / "file"), "--init")
+    assert not_a_directory.returncode == 3 and "not a directory" in not_a_directory.stderr
 
 
 @pytest.mark.parametrize("command", ["run", "recover", "status", "explain"])

@@ -133,7 +133,7 @@ def _summary_line(fields: Mapping[str, JSON]) -> str:
     for reason, hint in LEFT_HINTS.items():
         count = sum(1 for why in left.values() if why == reason)
         if count:
-            line += f"\n{count} not run: {hint}"
+            line += f"\n{count} left unsatisfied: {hint}"
     return line
 
 

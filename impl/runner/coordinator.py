@@ -79,9 +79,9 @@ class RunSummary:
     failed: int
     unsatisfied: tuple[str, ...]
     left: tuple[tuple[str, str], ...]
-    """Slots this run did not start, with why: ``attempt_in_progress`` (use
-    ``--resume``), ``failed_not_retried`` (use ``--retry-failed``) or
-    ``retry_bound_reached``."""
+    """Slots this run leaves unsatisfied without (another) attempt, with why:
+    ``attempt_in_progress`` (use ``--resume``), ``failed_not_retried`` (use
+    ``--retry-failed``) or ``retry_bound_reached``."""
     stopped: bool
     recovery: RecoveryReport | None
 
