@@ -4,6 +4,7 @@ the database read directly; and the README's first command's campaign (examples/
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -144,7 +145,9 @@ def test_the_demo_campaign_runs_to_completion_and_shows_its_status(tmp_path: Pat
     shown = runstore("status", "--store", str(store))
     assert shown.returncode == 0
     assert "ratio" in shown.stdout and "lzma-6" in shown.stdout and "json-1m" in shown.stdout
+    assert re.search(r"\d\.\d{5}", shown.stdout) is None  # tables round; --json is exact
     document = json.loads(runstore("status", "--store", str(store), "--json").stdout)
+    assert any(len(slot["metrics"]["ratio"]) > 8 for slot in document["slots"])
     ratios = {
         (slot["candidate_id"], slot["problem_id"]): float(slot["metrics"]["ratio"])
         for slot in document["slots"]

@@ -33,7 +33,7 @@ def status_tables(report: Documented) -> list[Table]:
             [
                 _short(slot["candidate_id"]),
                 _short(slot["problem_id"]),
-                *(slot["metrics"].get(name, "") for name in names),
+                *(_number(slot["metrics"].get(name, "")) for name in names),
             ]
             for slot in accepted
         ]
@@ -55,6 +55,17 @@ def _counts(title: str, label: str, counts: Mapping[str, Mapping[str, int]]) -> 
         for name, by_state in sorted(counts.items())
     ]
     return table(title, [label, *STATES], rows)
+
+
+def _number(text: str) -> str:
+    """A metric for the eye: integers as stored, other numbers to 4 significant digits
+    (``--json`` keeps the exact decimal strings)."""
+    if text.lstrip("-").isdigit():
+        return text
+    try:
+        return f"{float(text):.4g}"
+    except ValueError:
+        return text
 
 
 def _short(identifier: str) -> str:
