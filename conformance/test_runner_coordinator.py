@@ -364,3 +364,22 @@ def test_the_coordinator_reads_refuse_ill_typed_ids(root: str, ids: object) -> N
             assert caught.value.code == "invalid_record"
         assert store.slot_progress(["attempt-slot:v1:" + "0" * 64, "x"])["x"].states == ()
         assert store.registered_for(["nobody"]).decisions == ()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"jobs": 0},
+        {"jobs": 257},
+        {"jobs": True},
+        {"jobs": 2.0},
+        {"jobs": 1, "resume": 1},
+        {"jobs": 1, "retry_failed": -1},
+        {"jobs": 1, "retry_failed": True},
+        {"jobs": 1, "retry_failed": 2**53},
+    ],
+)
+def test_run_options_refuse_what_would_never_run_or_never_stop(options: dict[str, object]) -> None:
+    with pytest.raises(RunStoreError) as caught:
+        RunOptions(**options)  # type: ignore[arg-type]
+    assert caught.value.code == "invalid_record"

@@ -22,6 +22,7 @@ from runstore.errors import (
     AttemptTerminalError,
     BusyError,
     ClaimExpiredError,
+    InvalidRecordError,
     LeaseExpiredError,
     LeaseReleasedError,
     RegistrationConflictError,
@@ -49,6 +50,8 @@ recovery or another process took over): the attempt is left to recovery."""
 TAKEN = (SlotSatisfiedError, RetryNotAuthorizedError, RetryBoundExceededError)
 """Refusals of ``reserve`` that mean another attempt got the slot first."""
 
+MAX_JOBS = 256
+
 BACKSTOP_NS = 60 * 10**9
 """How long past its time limit a worker may stay unfinished before the coordinator
 cancels it itself (the executor enforces the limit; this guards against one that does
@@ -65,9 +68,18 @@ class RunOptions:
     given (None: failed slots are not retried). ``resume``: recover first, and wait for
     leases of interrupted attempts to expire so that recovery can settle them."""
 
-    jobs: int
-    resume: bool = False
-    retry_failed: int | None = None
+    jobs: int = attrs.field()
+    resume: bool = attrs.field(default=False)
+    retry_failed: int | None = attrs.field(default=None)
+
+    def __attrs_post_init__(self) -> None:
+        if type(self.jobs) is not int or not 1 <= self.jobs <= MAX_JOBS:
+            raise InvalidRecordError(f"jobs must be an int from 1 to {MAX_JOBS}")
+        if type(self.resume) is not bool:
+            raise InvalidRecordError("resume must be a bool")
+        bound = self.retry_failed
+        if bound is not None and (type(bound) is not int or not 0 <= bound <= 2**53 - 1):
+            raise InvalidRecordError("retry_failed must be None or an int from 0 to 2**53-1")
 
 
 @attrs.frozen(kw_only=True)
