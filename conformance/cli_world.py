@@ -3,7 +3,8 @@ the installed ``runstore`` console script run as a subprocess.
 
 The worker's behaviour is its first argument: ``ok`` (result.json with metrics),
 ``slow`` (ok after a seeded 0.2-0.6 s), ``fail`` (exit 3), ``hang`` (sleeps past its time
-limit), ``invalid`` (a result.json that is not JSON), ``missing`` (no result.json).
+limit), ``invalid`` (a result.json that is not JSON), ``missing`` (no result.json),
+``stream`` (every checkpoint's result.json). A warm-up exits 0 with no output.
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ WORKER = textwrap.dedent(
         sys.exit(3)
     if mode == "hang":
         time.sleep(60)
-    if mode == "missing":
+    if mode == "missing" or os.environ["RUNSTORE_ROLE"] == "warmup":
+        sys.exit(0)
+    if mode == "stream":
+        for index in range(int(os.environ["RUNSTORE_CHECKPOINTS"])):
+            os.makedirs(os.path.join(out, "checkpoints", str(index)))
+            path = os.path.join(out, "checkpoints", str(index), "result.json")
+            with open(path, "w") as handle:
+                json.dump({"metrics": {"step": index}}, handle)
         sys.exit(0)
     with open(os.path.join(out, "result.json"), "w") as handle:
         if mode == "invalid":
@@ -55,6 +63,7 @@ def write_campaign(
     lease_seconds: int = 30,
     timeout_seconds: int = 30,
     extra: str = "",
+    settings: str = "",
 ) -> Path:
     """A campaign of ``candidates`` (name, worker mode) x ``problems``."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -64,6 +73,7 @@ def write_campaign(
         f'name = "{name}"',
         f"timeout_seconds = {timeout_seconds}",
         f"lease_seconds = {lease_seconds}",
+        settings,
     ]
     for candidate, mode in candidates:
         lines += [

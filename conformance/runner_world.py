@@ -47,11 +47,16 @@ def campaign(
     command: tuple[str, ...] = ("{python}", "worker.py"),
     applies_to: dict[str, tuple[str, ...]] | None = None,
     files: tuple[InputFile, ...] = (),
+    slot_kind: SlotKind = SlotKind.ONE_SHOT,
+    checkpoints: int | None = None,
+    warmup: bool = False,
 ) -> Campaign:
     return Campaign(
         name=name,
         path=f"/campaigns/{name}.toml",
-        slot_kind=SlotKind.ONE_SHOT,
+        slot_kind=slot_kind,
+        checkpoints=checkpoints,
+        warmup=warmup,
         timeout_ns=timeout_ns,
         lease_ns=lease_ns,
         candidates=tuple(

@@ -221,6 +221,13 @@ def test_parse_campaign_reads_files_relative_to_the_given_path(folder: Path) -> 
     assert parsed == load_campaign(write(folder, FULL, "elsewhere.toml"))
 
 
+def test_a_stream_with_a_warmup(folder: Path) -> None:
+    document = base()
+    document["campaign"].update({"slot_kind": "stream", "checkpoints": 4, "warmup": True})
+    loaded = load_campaign(write(folder, toml_document(document)))
+    assert (loaded.slot_kind, loaded.checkpoints, loaded.warmup) == (SlotKind.STREAM, 4, True)
+
+
 def test_defaults(folder: Path) -> None:
     loaded = load_campaign(write(folder, toml_document(base())))
     assert (loaded.slot_kind, loaded.timeout_ns, loaded.lease_ns) == (
@@ -228,6 +235,7 @@ def test_defaults(folder: Path) -> None:
         600 * SECOND,
         60 * SECOND,
     )
+    assert (loaded.checkpoints, loaded.warmup) == (None, False)
     assert loaded.candidates == (
         Candidate(
             name="a",
@@ -468,7 +476,38 @@ REFUSALS: list[tuple[str, list[tuple[tuple[Any, ...], Any]], str, str]] = [
         "campaign.lease_seconds",
         "float",
     ),
-    ("slot kind", [((*CAMPAIGN, "slot_kind"), "stream")], "campaign.slot_kind", "one_shot"),
+    ("slot kind", [((*CAMPAIGN, "slot_kind"), "streams")], "campaign.slot_kind", "one_shot"),
+    (
+        "stream without checkpoints",
+        [((*CAMPAIGN, "slot_kind"), "stream")],
+        "campaign.checkpoints",
+        "missing",
+    ),
+    (
+        "checkpoints without a stream",
+        [((*CAMPAIGN, "checkpoints"), 3)],
+        "campaign.checkpoints",
+        "only a stream",
+    ),
+    (
+        "zero checkpoints",
+        [((*CAMPAIGN, "slot_kind"), "stream"), ((*CAMPAIGN, "checkpoints"), 0)],
+        "campaign.checkpoints",
+        "from 1 to 1000",
+    ),
+    (
+        "too many checkpoints",
+        [((*CAMPAIGN, "slot_kind"), "stream"), ((*CAMPAIGN, "checkpoints"), 1001)],
+        "campaign.checkpoints",
+        "from 1 to 1000",
+    ),
+    (
+        "checkpoints not an integer",
+        [((*CAMPAIGN, "slot_kind"), "stream"), ((*CAMPAIGN, "checkpoints"), "3")],
+        "campaign.checkpoints",
+        "from 1 to 1000",
+    ),
+    ("warmup not a bool", [((*CAMPAIGN, "warmup"), 1)], "campaign.warmup", "true or false"),
     ("tags not a list", [((*PROBLEM, "tags"), "text")], "problems[0].tags", "list of names"),
     ("tag with a space", [((*PROBLEM, "tags"), ["a b"])], "problems[0].tags[0]", "1 to 64"),
     ("tag twice", [((*PROBLEM, "tags"), ["t", "t"])], "problems[0].tags[1]", "listed twice"),

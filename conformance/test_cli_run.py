@@ -37,6 +37,23 @@ def test_a_campaign_runs_to_completion_and_a_second_run_runs_nothing(tmp_path: P
     assert plain.returncode == 0 and "4/4 slots satisfied" in plain.stderr
 
 
+def test_a_stream_campaign_with_warmups_runs_to_completion(tmp_path: Path) -> None:
+    settings = 'slot_kind = "stream"\ncheckpoints = 3\nwarmup = true'
+    campaign = write_campaign(tmp_path / "c", [("s", "stream")], ["p", "q"], settings=settings)
+    store = tmp_path / "store"
+    done = runstore("run", str(campaign), "--store", str(store), "--init", "--json")
+    assert done.returncode == 0, done.stderr
+    assert (
+        query(
+            store,
+            "SELECT s.role, s.execution_kind, a.state FROM attempts AS a "
+            "JOIN attempt_slots AS s ON s.id = a.slot_id ORDER BY s.role",
+        )
+        == [("measurement", "stream", "accepted")] * 2 + [("warmup", "one_shot", "accepted")] * 2
+    )
+    assert query(store, "SELECT count(*) FROM selected_observations") == [(6,)]
+
+
 def test_failing_hanging_invalid_and_silent_workers_get_their_outcomes(tmp_path: Path) -> None:
     modes = ["fail", "hang", "invalid", "missing"]
     campaign = write_campaign(tmp_path / "c", [(m, m) for m in modes], ["p"])

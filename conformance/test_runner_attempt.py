@@ -126,7 +126,7 @@ def test_result_documents_that_are_not_acceptable_are_refused(document: bytes) -
 def test_metrics_read_back_as_the_numbers_the_worker_wrote(metrics: dict[str, object]) -> None:
     verdict = judge(succeeded(metrics), 1)
     assert isinstance(verdict, Success)
-    kept = verdict.result["metrics"]
+    kept = verdict.produced[0].result["metrics"]
     assert isinstance(kept, dict) and kept.keys() == metrics.keys()
     for name, value in metrics.items():
         text = kept[name]

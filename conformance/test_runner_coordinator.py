@@ -101,7 +101,13 @@ def test_a_second_run_of_a_finished_campaign_runs_and_registers_nothing(root: st
     summary, events, executor = run(root, always(succeeded()))
     assert executor.orders == []
     assert events.named("campaign")[0]["registered"] == 0
-    assert events.named("planned")[0] == {"left": 0, "ready": 0, "satisfied": 4, "waiting": 0}
+    assert events.named("planned")[0] == {
+        "blocked": 0,
+        "left": 0,
+        "ready": 0,
+        "satisfied": 4,
+        "waiting": 0,
+    }
     assert (summary.satisfied, summary.accepted) == (4, 0)
     assert rows(root, "SELECT count(*) FROM events") == before
 

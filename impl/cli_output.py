@@ -89,7 +89,7 @@ class ProgressReporter:
             self.progress.update(self.task, description=str(fields["campaign"]))
         elif event == "planned":
             self.progress.start()
-            ready = _int(fields["ready"]) + _int(fields["waiting"])
+            ready = _int(fields["ready"]) + _int(fields["waiting"]) + _int(fields["blocked"])
             self.progress.update(self.task, total=_int(fields["satisfied"]) + ready)
             self.progress.update(self.task, completed=_int(fields["satisfied"]))
         elif event == "attempt_started":
@@ -141,6 +141,7 @@ LEFT_HINTS: Mapping[str, str] = {
     "attempt_in_progress": "an attempt is in progress or was interrupted (run --resume)",
     "failed_not_retried": "their attempts failed (run --retry-failed N to retry them)",
     "retry_bound_reached": "their retries reached the --retry-failed bound",
+    "warmup_unsatisfied": "their warm-up slot is not accepted",
 }
 
 

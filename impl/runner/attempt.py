@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 from runstore.canonical import JSON, encode
-from runstore.enums import ArtifactKind, AttemptState, Completion
+from runstore.enums import ArtifactKind, AttemptState, Completion, ExecutionKind, SlotRole
+from runstore.errors import AcceptanceUnsatisfiedError
 from runstore.receipts import OwnedAttempt, TerminalAttempt
 from runstore.records import Observation
 from runstore.requests import Accepted, Failed, LeaseRequest, RetryAuthorization, Superseded
@@ -26,6 +27,7 @@ from runstore.runner.executor import WorkOrder, WorkResult
 from runstore.runner.plan import SlotPlan
 from runstore.runner.worker_result import (
     INPUT_CHANGED,
+    RESULT_MISSING,
     Failure,
     Success,
     judge,
@@ -103,11 +105,22 @@ def start(
             ("RUNSTORE_CANDIDATE", plan.candidate.name),
             ("RUNSTORE_PARAMETERS", plan.problem.parameters_json.decode("utf-8")),
             ("RUNSTORE_PROBLEM", plan.problem.name),
+            ("RUNSTORE_ROLE", "warmup" if is_warmup(plan) else "measurement"),
+            *(
+                ()
+                if checkpoints(plan) is None
+                else (("RUNSTORE_CHECKPOINTS", str(checkpoints(plan))),)
+            ),
         ),
         inputs=inputs,
         timeout_ns=plan.timeout_ns,
     )
     return Started(plan=plan, guard=guard, order=order, expires_at_ns=lease.expires_at_ns)
+
+
+def _stream_env(plan: SlotPlan) -> tuple[tuple[str, str], ...]:
+    count = checkpoints(plan)
+    return () if count is None else (("RUNSTORE_CHECKPOINTS", str(count)),)
 
 
 def read_inputs(files: Sequence[InputFile]) -> tuple[tuple[str, bytes], ...] | Failure:
@@ -140,14 +153,29 @@ def finish(
     store: RunStore, started: Started, work: WorkResult, lease_ns: int, clock: Clock
 ) -> Finished:
     """Judge the worker's result and commit the attempt's outcome: for a valid result,
-    publish the outputs as an observation artifact, contend for the slot's claim, register
-    the observation (selected when claimed) and publish ``Accepted`` (``Superseded`` when
-    another attempt holds the slot); otherwise publish ``Failed`` with the verdict's code.
-    The attempt artifact holds the worker's logs (and, for a failure, its outputs)."""
-    verdict = judge(work, started.order.timeout_ns)
+    publish each observation it produced as an artifact, contend for the slot's claim,
+    register the observations (selected when claimed) and publish ``Accepted``
+    (``Superseded`` when another attempt holds the slot); otherwise publish ``Failed``
+    with the verdict's code. The attempt artifact holds the worker's logs (and its outputs
+    that are no observation)."""
+    plan = started.plan
+    verdict = judge(
+        work, started.order.timeout_ns, warmup=is_warmup(plan), checkpoints=checkpoints(plan)
+    )
     if isinstance(verdict, Failure):
-        return fail(store, started.plan, started.guard, verdict, work, clock)
+        return fail(store, plan, started.guard, verdict, work, clock)
     return _succeed(store, started, verdict, work, lease_ns, clock)
+
+
+def is_warmup(plan: SlotPlan) -> bool:
+    return plan.attempt_slot is not None and plan.attempt_slot.role is SlotRole.WARMUP
+
+
+def checkpoints(plan: SlotPlan) -> int | None:
+    """A stream's number of checkpoint slots; None for other slots."""
+    if plan.attempt_slot is None or plan.attempt_slot.execution_kind is not ExecutionKind.STREAM:
+        return None
+    return len(plan.observation_slots)
 
 
 def _succeed(
@@ -160,34 +188,57 @@ def _succeed(
 ) -> Finished:
     plan = started.plan
     guard = store.advance(started.guard, AttemptState.VALIDATING, clock())
-    published = store.publish_artifact(
-        guard, ArtifactKind.OBSERVATION, write_files(success.outputs), clock
-    )
+    published = [
+        (
+            produced,
+            store.publish_artifact(
+                guard, ArtifactKind.OBSERVATION, write_files(produced.files), clock
+            ),
+        )
+        for produced in success.produced
+    ]
     now = clock()
     disposition = store.begin_finalization(
         guard, lease_request(guard.owner_token, now, lease_ns), now
     )
     guard = disposition.attempt
-    (slot,) = plan.observation_slots
-    observation = Observation(
-        slot_id=slot.id,
-        attempt_id=guard.attempt_id,
-        valid=True,
-        completion=Completion.REACHED,
-        result=success.result,
+    slots = {slot.checkpoint_index: slot for slot in plan.observation_slots}
+    for produced, receipt in published:
+        observation = Observation(
+            slot_id=slots[produced.index].id,
+            attempt_id=guard.attempt_id,
+            valid=True,
+            completion=Completion.REACHED,
+            result=produced.result,
+        )
+        store.register_observation(
+            guard, observation, receipt.artifact, [], disposition.claimed, clock()
+        )
+    references = sorted({("observation", receipt.artifact.id) for _, receipt in published})
+    files = write_files(
+        attempt_files(work, include_outputs=not success.produced or bool(checkpoints(plan)))
     )
-    store.register_observation(
-        guard, observation, published.artifact, [], disposition.claimed, clock()
-    )
-    outcome = Accepted() if disposition.claimed else Superseded()
-    final = store.publish_finalization(
-        guard,
-        outcome,
-        [("observation", published.artifact.id)],
-        write_files(attempt_files(work, include_outputs=False)),
-        clock,
-    )
-    metrics = success.result["metrics"] if disposition.claimed else {}
+    if not disposition.claimed:
+        final = store.publish_finalization(guard, Superseded(), references, files, clock)
+        return Finished(plan=plan, terminal=final.terminal, failure=None, metrics={})
+    try:
+        final = store.publish_finalization(guard, Accepted(), references, files, clock)
+    except AcceptanceUnsatisfiedError as refusal:
+        if checkpoints(plan) is None:
+            raise
+        # A checkpoint slot has no selection: this attempt did not reach it and no earlier
+        # one did. The check ran before anything was staged, so nothing is half-written.
+        failure = Failure(
+            code=RESULT_MISSING,
+            details={
+                "checkpoints": [p.index for p in success.produced],
+                "detail": text(refusal.message),
+            },
+        )
+        failed = Failed(code=failure.code, details=failure.details)
+        final = store.publish_finalization(guard, failed, references, files, clock)
+        return Finished(plan=plan, terminal=final.terminal, failure=failure, metrics={})
+    metrics = success.produced[-1].result["metrics"] if success.produced else {}
     assert isinstance(metrics, dict)
     return Finished(plan=plan, terminal=final.terminal, failure=None, metrics=metrics)
 
@@ -232,7 +283,11 @@ def attempt_files(work: WorkResult, *, include_outputs: bool) -> tuple[tuple[str
     if include_outputs and work.outputs:
         problem = output_problem(work.outputs)
         if problem is None:
-            files.extend((f"outputs/{path}", data) for path, data in work.outputs)
+            files.extend(
+                (f"outputs/{path}", data)
+                for path, data in work.outputs
+                if not path.startswith("checkpoints/")
+            )
         else:
             summary["outputs_omitted"] = problem
             files[2] = ("worker.json", encode(summary))

@@ -18,6 +18,7 @@ class SlotKind(enum.Enum):
 
     ONE_SHOT = "one_shot"
     FRESH_OBSERVATION = "fresh_observation"
+    STREAM = "stream"
 
 
 @attrs.frozen(kw_only=True)
@@ -64,7 +65,10 @@ class Problem:
 @attrs.frozen(kw_only=True)
 class Campaign:
     """A validated campaign file. ``timeout_ns`` is the default per-slot time limit and
-    ``lease_ns`` the lease duration the runner requests (and renews at a third of)."""
+    ``lease_ns`` the lease duration the runner requests (and renews at a third of).
+    ``checkpoints`` is the number of checkpoint slots of a stream (None for the other
+    kinds); ``warmup`` adds a warm-up slot to every applicable pair, run (and accepted)
+    before its measurement."""
 
     name: str
     path: str
@@ -73,3 +77,5 @@ class Campaign:
     lease_ns: int
     candidates: tuple[Candidate, ...]
     problems: tuple[Problem, ...]
+    checkpoints: int | None = None
+    warmup: bool = False

@@ -46,7 +46,10 @@ _TOML_POSITION = re.compile(r"(.*) \(at line (\d+), column (\d+)\)", re.DOTALL)
 _NS_PER_SECOND: Final = 10**9
 
 _TOP_KEYS = frozenset({"campaign", "candidates", "problems"})
-_CAMPAIGN_KEYS = frozenset({"name", "slot_kind", "timeout_seconds", "lease_seconds"})
+_CAMPAIGN_KEYS = frozenset(
+    {"name", "slot_kind", "checkpoints", "warmup", "timeout_seconds", "lease_seconds"}
+)
+MAX_CHECKPOINTS = 1000
 _CANDIDATE_KEYS = frozenset({"name", "command", "env", "files", "applies_to", "timeout_seconds"})
 _PROBLEM_KEYS = frozenset({"name", "parameters", "files", "tags"})
 _KIND_NAMES = {"bool": "boolean", "int": "integer", "str": "string", "_Float": "float"}
@@ -139,6 +142,10 @@ def _campaign(document: dict[str, object], path: str) -> Campaign:
     settings = _table(top["campaign"], "campaign", _CAMPAIGN_KEYS, required={"name"})
     name = _name(settings["name"], "campaign.name")
     slot_kind = _slot_kind(settings.get("slot_kind", SlotKind.ONE_SHOT.value))
+    checkpoints = _checkpoints(settings.get("checkpoints"), slot_kind)
+    warmup = settings.get("warmup", False)
+    if type(warmup) is not bool:
+        _refuse("campaign.warmup", f"must be true or false, got {_kind(warmup)}")
     timeout_ns = _timeout_ns(settings.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS), "campaign")
     lease = settings.get("lease_seconds", DEFAULT_LEASE_SECONDS)
     lease_ns = _seconds_ns(lease, "campaign.lease_seconds", MIN_LEASE_SECONDS, MAX_LEASE_SECONDS)
@@ -151,7 +158,23 @@ def _campaign(document: dict[str, object], path: str) -> Campaign:
         lease_ns=lease_ns,
         candidates=candidates,
         problems=problems,
+        checkpoints=checkpoints,
+        warmup=warmup,
     )
+
+
+def _checkpoints(value: object, slot_kind: SlotKind) -> int | None:
+    """A stream's number of checkpoint slots (required for a stream, refused otherwise)."""
+    key = "campaign.checkpoints"
+    if slot_kind is not SlotKind.STREAM:
+        if value is not None:
+            _refuse(key, 'only a stream (slot_kind = "stream") has checkpoints')
+        return None
+    if value is None:
+        _refuse(key, "missing (a stream needs its number of checkpoints)")
+    if type(value) is not int or not 1 <= value <= MAX_CHECKPOINTS:
+        _refuse(key, f"must be an integer from 1 to {MAX_CHECKPOINTS}, got {value!r:.80}")
+    return value
 
 
 def _entries(

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import attrs
 from runstore.canonical import JSON
+from runstore.enums import AttemptState
 from runstore.errors import (
     AttemptTerminalError,
     BusyError,
@@ -93,7 +94,7 @@ class RunSummary:
     left: tuple[tuple[str, str], ...]
     """Slots this run leaves unsatisfied without (another) attempt, with why:
     ``attempt_in_progress`` (use ``--resume``), ``failed_not_retried`` (use
-    ``--retry-failed``) or ``retry_bound_reached``."""
+    ``--retry-failed``), ``retry_bound_reached`` or ``warmup_unsatisfied``."""
     stopped: bool
     recovery: RecoveryReport | None
 
@@ -175,7 +176,7 @@ def run_campaign(
         accepted=loop.accepted,
         failed=loop.failed,
         unsatisfied=tuple(unsatisfied),
-        left=tuple(sorted(schedule.left.items())),
+        left=tuple(sorted(schedule.leftover().items())),
         stopped=loop.stopped,
         recovery=recovery,
     )
@@ -279,9 +280,10 @@ class _Loop:
             fields["details"] = finished.failure.details
             if not self.stopped:
                 self.schedule.failed(finished.plan, terminal.retry_index)
-        elif terminal.state.value == "accepted":
+        elif terminal.state is AttemptState.ACCEPTED:
             self.accepted += 1
             fields["metrics"] = finished.metrics
+            self.schedule.accepted_now(terminal.slot_id)
         self.report("attempt_finished", fields)
 
     def _lost(self, started: attempt.Started, refusal: RunStoreError) -> None:

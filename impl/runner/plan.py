@@ -19,13 +19,16 @@ from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot
 from runstore.runner.campaign import Campaign, Candidate, InputFile, Problem, SlotKind
 
 ATTEMPT_SLOT_NAME = "measurement"
+WARMUP_SLOT_NAME = "warmup"
 RESULT_SLOT_NAME = "result"
 
 
 @attrs.frozen(kw_only=True)
 class SlotPlan:
-    """One candidate x problem pair. ``run`` and the slots are None/empty when the
-    candidate does not apply to the problem (nothing is registered for it)."""
+    """One attempt slot of a candidate x problem pair (a pair has a measurement slot, and
+    a warm-up slot before it when the campaign asks). ``run`` and the slots are None/empty
+    when the candidate does not apply to the problem (nothing is registered for it).
+    ``requires`` is the warm-up slot that must be accepted before this one starts."""
 
     candidate: Candidate
     problem: Problem
@@ -34,10 +37,13 @@ class SlotPlan:
     attempt_slot: AttemptSlot | None
     observation_slots: tuple[ObservationSlot, ...]
     timeout_ns: int
+    requires: str | None = None
 
     @property
     def label(self) -> str:
-        return f"{self.candidate.name} x {self.problem.name}"
+        pair = f"{self.candidate.name} x {self.problem.name}"
+        warmup = self.attempt_slot is not None and self.attempt_slot.role is SlotRole.WARMUP
+        return f"{pair} (warmup)" if warmup else pair
 
 
 def candidate_id(campaign: Campaign, candidate: Candidate) -> str:
@@ -45,15 +51,17 @@ def candidate_id(campaign: Campaign, candidate: Candidate) -> str:
 
 
 def plan(campaign: Campaign) -> tuple[SlotPlan, ...]:
-    """Every pair, candidates in file order, each with the problems in file order."""
+    """Every pair, candidates in file order, each with the problems in file order; a
+    pair's warm-up slot comes before its measurement slot."""
     return tuple(
-        _plan_pair(campaign, candidate, problem)
+        slot
         for candidate in campaign.candidates
         for problem in campaign.problems
+        for slot in _plan_pair(campaign, candidate, problem)
     )
 
 
-def _plan_pair(campaign: Campaign, candidate: Candidate, problem: Problem) -> SlotPlan:
+def _plan_pair(campaign: Campaign, candidate: Candidate, problem: Problem) -> tuple[SlotPlan, ...]:
     applicable, evidence = _applicability(candidate, problem)
     decision = ApplicabilityDecision(
         candidate_id=candidate_id(campaign, candidate),
@@ -62,49 +70,85 @@ def _plan_pair(campaign: Campaign, candidate: Candidate, problem: Problem) -> Sl
         evidence=evidence,
     )
     timeout_ns = candidate.timeout_ns if candidate.timeout_ns is not None else campaign.timeout_ns
+    excluded = SlotPlan(
+        candidate=candidate,
+        problem=problem,
+        decision=decision,
+        run=None,
+        attempt_slot=None,
+        observation_slots=(),
+        timeout_ns=timeout_ns,
+    )
     if not applicable:
-        return SlotPlan(
-            candidate=candidate,
-            problem=problem,
-            decision=decision,
-            run=None,
-            attempt_slot=None,
-            observation_slots=(),
-            timeout_ns=timeout_ns,
-        )
+        return (excluded,)
     run = ResolvedRun(
         decision_id=decision.id,
         candidate_id=decision.candidate_id,
         logical_spec_id=f"{campaign.name}/{candidate.name}/{problem.name}",
         specification=run_specification(candidate, problem),
     )
-    kind = (
-        ExecutionKind.ONE_SHOT
-        if campaign.slot_kind is SlotKind.ONE_SHOT
-        else ExecutionKind.FRESH_OBSERVATION
-    )
-    attempt_slot = AttemptSlot(
+    measurement = AttemptSlot(
         run_id=run.id,
         logical_slot=ATTEMPT_SLOT_NAME,
-        execution_kind=kind,
+        execution_kind=_EXECUTION_KINDS[campaign.slot_kind],
         role=SlotRole.MEASUREMENT,
         specification={},
     )
-    result_slot = ObservationSlot(
-        run_id=run.id,
-        logical_slot=RESULT_SLOT_NAME,
-        kind=ObservationSlotKind.RESULT,
-        checkpoint_index=None,
-        attempt_slot_id=attempt_slot.id,
+    plans = []
+    requires = None
+    if campaign.warmup:
+        warmup = AttemptSlot(
+            run_id=run.id,
+            logical_slot=WARMUP_SLOT_NAME,
+            execution_kind=ExecutionKind.ONE_SHOT,
+            role=SlotRole.WARMUP,
+            specification={},
+        )
+        requires = warmup.id
+        plans.append(attrs.evolve(excluded, run=run, attempt_slot=warmup))
+    plans.append(
+        attrs.evolve(
+            excluded,
+            run=run,
+            attempt_slot=measurement,
+            observation_slots=_observation_slots(campaign, run, measurement),
+            requires=requires,
+        )
     )
-    return SlotPlan(
-        candidate=candidate,
-        problem=problem,
-        decision=decision,
-        run=run,
-        attempt_slot=attempt_slot,
-        observation_slots=(result_slot,),
-        timeout_ns=timeout_ns,
+    return tuple(plans)
+
+
+_EXECUTION_KINDS = {
+    SlotKind.ONE_SHOT: ExecutionKind.ONE_SHOT,
+    SlotKind.FRESH_OBSERVATION: ExecutionKind.FRESH_OBSERVATION,
+    SlotKind.STREAM: ExecutionKind.STREAM,
+}
+
+
+def _observation_slots(
+    campaign: Campaign, run: ResolvedRun, measurement: AttemptSlot
+) -> tuple[ObservationSlot, ...]:
+    """One result slot, or a stream's checkpoint slots ``checkpoint-<i>``."""
+    if campaign.slot_kind is not SlotKind.STREAM:
+        return (
+            ObservationSlot(
+                run_id=run.id,
+                logical_slot=RESULT_SLOT_NAME,
+                kind=ObservationSlotKind.RESULT,
+                checkpoint_index=None,
+                attempt_slot_id=measurement.id,
+            ),
+        )
+    assert campaign.checkpoints is not None
+    return tuple(
+        ObservationSlot(
+            run_id=run.id,
+            logical_slot=f"checkpoint-{index}",
+            kind=ObservationSlotKind.CHECKPOINT,
+            checkpoint_index=index,
+            attempt_slot_id=measurement.id,
+        )
+        for index in range(campaign.checkpoints)
     )
 
 
@@ -160,14 +204,15 @@ def conflicts(plans: Sequence[SlotPlan], registered: Registered) -> list[str]:
                     f"{slot.label}: run specification differs: "
                     + _differences(other.specification, slot.run.specification)
                 )
-        held_slot = attempt_slots.get((slot.run.id, ATTEMPT_SLOT_NAME))
-        if slot.attempt_slot is not None and held_slot not in (None, slot.attempt_slot):
+        assert slot.attempt_slot is not None
+        held_slot = attempt_slots.get((slot.run.id, slot.attempt_slot.logical_slot))
+        if held_slot not in (None, slot.attempt_slot):
             assert held_slot is not None
             found.append(
                 f"{slot.label}: attempt slot differs: "
                 + _differences(_slot_fields(held_slot), _slot_fields(slot.attempt_slot))
             )
-    return found
+    return list(dict.fromkeys(found))  # a pair's warm-up and measurement share a run
 
 
 def _slot_fields(slot: AttemptSlot) -> dict[str, JSON]:

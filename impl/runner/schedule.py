@@ -3,8 +3,9 @@
 Rules of this file: decisions only, from committed slot progress (SPEC.md section 15,
 "Which slots run"): a fresh slot gets ``FirstAttempt``; a slot whose attempts all ended
 without acceptance gets ``Retry(next, bound)`` only under an explicit ``--retry-failed``
-bound; a satisfied slot is never started; a slot with an attempt still in progress is
-left alone, except that a resuming run waits (once) until recovery may judge it. The
+bound; a satisfied slot is never started; a measurement with a warm-up starts only once
+that warm-up is accepted; a slot with an attempt still in progress is left alone, except
+that a resuming run waits (once) until recovery may judge it. The
 store re-checks every authorization, so a stale decision costs a refusal, never a second
 acceptance.
 """
@@ -46,6 +47,8 @@ class Schedule:
         self.waiting: list[Waiting] = []
         self.waited: set[str] = set()
         self.satisfied = 0
+        self.accepted: set[str] = set()  # accepted slots (a measurement waits for its warm-up)
+        self.blocked: dict[str, list[tuple[SlotPlan, RetryAuthorization]]] = {}
         self.left: dict[str, str] = {}  # slot label -> why it is not run
 
     @classmethod
@@ -54,6 +57,7 @@ class Schedule:
     ) -> Schedule:
         schedule = cls(policy)
         progress = store.slot_progress([_slot_id(slot) for slot in slots])
+        schedule.accepted = {slot_id for slot_id, found in progress.items() if found.accepted}
         for slot in slots:
             schedule._classify(slot, progress[_slot_id(slot)], now_ns)
         return schedule
@@ -70,9 +74,16 @@ class Schedule:
             else:
                 self.left[slot.label] = "attempt_in_progress"
         elif progress.attempts == 0:
-            self.ready.append((slot, FirstAttempt()))
+            self._enqueue(slot, FirstAttempt())
         else:
             self._retry(slot, progress.attempts)
+
+    def _enqueue(self, slot: SlotPlan, authorization: RetryAuthorization) -> None:
+        """Ready, unless its warm-up is not accepted yet (then it waits for it)."""
+        if slot.requires is None or slot.requires in self.accepted:
+            self.ready.append((slot, authorization))
+        else:
+            self.blocked.setdefault(slot.requires, []).append((slot, authorization))
 
     def _retry(self, slot: SlotPlan, next_index: int) -> None:
         bound = self.policy.retry_failed
@@ -81,11 +92,25 @@ class Schedule:
         elif next_index > bound:
             self.left[slot.label] = "retry_bound_reached"
         else:
-            self.ready.append((slot, Retry(next_index=next_index, max_index=bound)))
+            self._enqueue(slot, Retry(next_index=next_index, max_index=bound))
 
     def failed(self, slot: SlotPlan, retry_index: int) -> None:
         """An attempt of ``slot`` ended without acceptance in this run."""
         self._retry(slot, retry_index + 1)
+
+    def accepted_now(self, slot_id: str) -> None:
+        """An attempt of ``slot_id`` was accepted in this run: what waited for it is ready."""
+        self.accepted.add(slot_id)
+        self.ready.extend(self.blocked.pop(slot_id, ()))
+
+    def leftover(self) -> dict[str, str]:
+        """Every slot left unsatisfied without another attempt, with why."""
+        waiting = {
+            slot.label: "warmup_unsatisfied"
+            for queued in self.blocked.values()
+            for slot, _ in queued
+        }
+        return {**self.left, **waiting}
 
     def next_ready(self) -> tuple[SlotPlan, RetryAuthorization] | None:
         if not self.ready:
@@ -114,6 +139,7 @@ class Schedule:
 
     def counts(self) -> dict[str, JSON]:
         return {
+            "blocked": sum(len(queued) for queued in self.blocked.values()),
             "left": len(self.left),
             "ready": len(self.ready),
             "satisfied": self.satisfied,

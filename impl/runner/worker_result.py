@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -37,12 +38,22 @@ CANCELLED: Final = "cancelled"
 
 
 @attrs.frozen(kw_only=True)
-class Success:
-    """A valid result: ``result`` is the observation's result object
-    (``{"metrics": {name: decimal string}}``); ``outputs`` are the files to publish."""
+class Produced:
+    """One observation a worker produced: ``index`` is its checkpoint (None for a result),
+    ``result`` the observation's result object (``{"metrics": {name: decimal string}}``),
+    ``files`` the files of its observation artifact."""
 
+    index: int | None
     result: dict[str, JSON]
-    outputs: tuple[tuple[str, bytes], ...] = attrs.field(repr=False)
+    files: tuple[tuple[str, bytes], ...] = attrs.field(repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class Success:
+    """The worker succeeded: what it produced (nothing for a warm-up; for a stream, the
+    checkpoints it wrote, possibly not all)."""
+
+    produced: tuple[Produced, ...]
 
 
 @attrs.frozen(kw_only=True)
@@ -51,11 +62,22 @@ class Failure:
     details: dict[str, JSON]
 
 
-def judge(work: WorkResult, timeout_ns: int) -> Success | Failure:
-    """The verdict on one finished piece of work."""
+def judge(
+    work: WorkResult, timeout_ns: int, *, warmup: bool = False, checkpoints: int | None = None
+) -> Success | Failure:
+    """The verdict on one finished piece of work: a warm-up needs only exit 0; a stream's
+    worker writes ``checkpoints/<i>/result.json`` (and more files there) for each
+    checkpoint it reached; anything else writes one ``result.json``."""
     if work.status is WorkStatus.EXITED:
         if work.exit_code != 0:
             return Failure(code=WORKER_FAILED, details=_exit_details(work.exit_code))
+        problem = output_problem(work.outputs)
+        if problem is not None:
+            return Failure(code=UNSAFE_OUTPUT, details={"detail": problem})
+        if warmup:
+            return Success(produced=())
+        if checkpoints is not None:
+            return _judge_checkpoints(work.outputs, checkpoints)
         return _judge_outputs(work.outputs)
     if work.status is WorkStatus.TIMED_OUT:
         return Failure(code=TIME_LIMIT, details={"timeout_ns": str(timeout_ns)})
@@ -94,17 +116,53 @@ def text(value: str) -> str:
 
 
 def _judge_outputs(outputs: Sequence[tuple[str, bytes]]) -> Success | Failure:
-    problem = output_problem(outputs)
-    if problem is not None:
-        return Failure(code=UNSAFE_OUTPUT, details={"detail": problem})
-    document = dict(outputs).get(RESULT_NAME)
-    if document is None:
+    produced = _produced(None, tuple(outputs))
+    if produced is None:
         return Failure(code=RESULT_MISSING, details={"detail": f"no {RESULT_NAME} in outputs"})
+    if isinstance(produced, Failure):
+        return produced
+    return Success(produced=(produced,))
+
+
+def _produced(index: int | None, files: tuple[tuple[str, bytes], ...]) -> Produced | Failure | None:
+    document = dict(files).get(RESULT_NAME)
+    if document is None:
+        return None
     try:
         metrics = parse_metrics(document)
     except ValueError as error:
-        return Failure(code=RESULT_INVALID, details={"detail": text(str(error))})
-    return Success(result={"metrics": dict(metrics)}, outputs=tuple(outputs))
+        where = "" if index is None else f"checkpoint {index}: "
+        return Failure(code=RESULT_INVALID, details={"detail": text(where + str(error))})
+    return Produced(index=index, result={"metrics": dict(metrics)}, files=files)
+
+
+_CHECKPOINT = re.compile(r"checkpoints/(0|[1-9][0-9]{0,8})/(.+)")
+
+
+def _judge_checkpoints(outputs: Sequence[tuple[str, bytes]], count: int) -> Success | Failure:
+    """Each ``checkpoints/<i>/`` directory is checkpoint ``i``'s observation artifact
+    (``i`` below ``count``); it counts only with a valid ``result.json``. Other outputs
+    are not observations (the attempt artifact keeps them)."""
+    groups: dict[int, list[tuple[str, bytes]]] = {}
+    for path, data in outputs:
+        match = _CHECKPOINT.fullmatch(path)
+        if match is None:
+            continue
+        index = int(match[1])
+        if index >= count:
+            detail = f"checkpoint {index} is beyond the stream's {count} checkpoints"
+            return Failure(code=RESULT_INVALID, details={"detail": detail})
+        groups.setdefault(index, []).append((match[2], data))
+    produced: list[Produced] = []
+    for index in sorted(groups):
+        found = _produced(index, tuple(groups[index]))
+        if found is None:
+            detail = f"checkpoint {index} has no {RESULT_NAME}"
+            return Failure(code=RESULT_INVALID, details={"detail": detail})
+        if isinstance(found, Failure):
+            return found
+        produced.append(found)
+    return Success(produced=tuple(produced))
 
 
 def parse_metrics(document: bytes) -> list[tuple[str, str]]:
