@@ -52,6 +52,9 @@ def test_a_stream_campaign_with_warmups_runs_to_completion(tmp_path: Path) -> No
         == [("measurement", "stream", "accepted")] * 2 + [("warmup", "one_shot", "accepted")] * 2
     )
     assert query(store, "SELECT count(*) FROM selected_observations") == [(6,)]
+    shown = runstore("status", "--store", str(store)).stdout
+    results = shown.split("accepted results")[1].split("total")[0]
+    assert results.count(" s ") == 2  # the two measurements, not the warm-ups
 
 
 def test_failing_hanging_invalid_and_silent_workers_get_their_outcomes(tmp_path: Path) -> None:

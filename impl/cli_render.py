@@ -26,7 +26,11 @@ def status_tables(report: Documented) -> list[Table]:
         _counts("by candidate", "candidate", document["by_candidate"]),
         _counts("by problem", "problem", document["by_problem"]),
     ]
-    accepted = [slot for slot in document["slots"] if slot["state"] == "accepted"]
+    accepted = [  # a warm-up's acceptance carries no result
+        slot
+        for slot in document["slots"]
+        if slot["state"] == "accepted" and slot["role"] != "warmup"
+    ]
     names = sorted({name for slot in accepted for name in slot["metrics"]})
     if accepted:
         rows = [
