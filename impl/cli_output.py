@@ -96,7 +96,7 @@ class ProgressReporter:
             self.running += 1
         elif event in ("attempt_finished", "lease_lost"):
             self.running = max(0, self.running - 1)
-            self._finished(event, fields)
+            self._finished(fields)
         elif event == "summary":
             self.progress.stop()
             self.console.print(_summary_line(fields))
@@ -104,7 +104,7 @@ class ProgressReporter:
             self.console.print("stopping: cancelling running workers (Ctrl-C again to abandon)")
         self.progress.update(self.task, running=self.running, failed=self.failed)
 
-    def _finished(self, event: str, fields: dict[str, JSON]) -> None:
+    def _finished(self, fields: dict[str, JSON]) -> None:
         state = fields.get("state", "lease lost")
         if state == "accepted":
             self.progress.advance(self.task)
@@ -113,7 +113,6 @@ class ProgressReporter:
         if not self.live or state != "accepted":
             code = fields.get("failure_code") or fields.get("reason") or ""
             self.console.print(f"{fields['candidate']} x {fields['problem']}: {state} {code}")
-        del event
 
 
 def _summary_line(fields: Mapping[str, JSON]) -> str:

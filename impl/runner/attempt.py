@@ -60,11 +60,15 @@ class Finished:
 
 @attrs.define(kw_only=True)
 class Started:
-    """An attempt whose worker was handed its order; the guard is the executing one."""
+    """An attempt whose worker was handed its order; the guard is the executing one.
+    ``started_at_ns`` is its reservation time, ``renewed_at_ns`` that of its latest lease
+    (the reservation or the last renewal) and ``expires_at_ns`` that lease's expiry."""
 
     plan: SlotPlan
     guard: OwnedAttempt
     order: WorkOrder
+    started_at_ns: int
+    renewed_at_ns: int
     expires_at_ns: int
 
 
@@ -115,7 +119,14 @@ def start(
         inputs=inputs,
         timeout_ns=plan.timeout_ns,
     )
-    return Started(plan=plan, guard=guard, order=order, expires_at_ns=lease.expires_at_ns)
+    return Started(
+        plan=plan,
+        guard=guard,
+        order=order,
+        started_at_ns=now,
+        renewed_at_ns=now,
+        expires_at_ns=lease.expires_at_ns,
+    )
 
 
 def _stream_env(plan: SlotPlan) -> tuple[tuple[str, str], ...]:
@@ -146,7 +157,7 @@ def renew(store: RunStore, started: Started, lease_ns: int, clock: Clock) -> Non
     now = clock()
     expires = max(now + lease_ns, started.expires_at_ns)
     store.renew(started.guard, expires, now)
-    started.expires_at_ns = expires
+    started.renewed_at_ns, started.expires_at_ns = now, expires
 
 
 def finish(

@@ -199,8 +199,6 @@ class _Loop:
         self.report, self.clock, self.schedule = report, clock, schedule
         self.lease_ns = campaign.lease_ns
         self.running: dict[WorkHandle, attempt.Started] = {}
-        self.renewed: dict[WorkHandle, int] = {}
-        self.submitted: dict[WorkHandle, int] = {}
         self.accepted = 0
         self.failed = 0
         self.stopped = False
@@ -244,7 +242,6 @@ class _Loop:
             return
         handle = self.executor.submit(started.order)
         self.running[handle] = started
-        self.renewed[handle] = self.submitted[handle] = self.clock()
         self.report(
             "attempt_started",
             {
@@ -256,7 +253,6 @@ class _Loop:
 
     def _finish(self, handle: WorkHandle) -> None:
         started = self.running.pop(handle)
-        del self.renewed[handle], self.submitted[handle]
         try:
             finished = attempt.finish(
                 self.store, started, handle.result(), self.lease_ns, self.clock
@@ -299,9 +295,9 @@ class _Loop:
     def _renew_due(self) -> None:
         now = self.clock()
         for handle, started in list(self.running.items()):
-            if now - self.submitted[handle] > started.order.timeout_ns + BACKSTOP_NS:
+            if now - started.started_at_ns > started.order.timeout_ns + BACKSTOP_NS:
                 handle.cancel()
-            if now - self.renewed[handle] < self.lease_ns // 3:
+            if now - started.renewed_at_ns < self.lease_ns // 3:
                 continue
             try:
                 attempt.renew(self.store, started, self.lease_ns, self.clock)
@@ -309,10 +305,8 @@ class _Loop:
                 continue  # the next pass tries again, well before the lease expires
             except RunStoreError as refusal:
                 handle.cancel()
-                del self.running[handle], self.renewed[handle], self.submitted[handle]
+                del self.running[handle]
                 self._lost(started, refusal)
-                continue
-            self.renewed[handle] = now
 
     def _settle_waiting(self) -> None:
         if self.schedule.waiting_due(self.clock()):
@@ -321,15 +315,17 @@ class _Loop:
             self.schedule.reread(self.store, self.clock())
 
     def _timeout_s(self) -> float:
-        now = self.clock()
-        deadlines = [self.renewed[h] + self.lease_ns // 3 for h in self.running]
+        """Until the next renewal or waiting slot is due: at least 10 ms, at most 1 s
+        (none when there is nothing to wait for)."""
+        deadlines = [
+            started.renewed_at_ns + self.lease_ns // 3 for started in self.running.values()
+        ]
         due = self.schedule.next_due()
         if due is not None:
             deadlines.append(due)
-        if not self.running and due is None:
+        if not deadlines:
             return 0.0
-        wait_ns = min(deadlines, default=now + 10**9) - now
-        return max(0.01, min(1.0, wait_ns / 1e9))
+        return max(0.01, min(1.0, (min(deadlines) - self.clock()) / 1e9))
 
 
 def _unsatisfied(store: RunStore, applicable: list[SlotPlan]) -> list[str]:
