@@ -46,8 +46,8 @@ from runstore import (
     objects,
     sql,
 )
+from runstore.audit.projection import store_projection
 from runstore.testing import fixtures as sc
-from runstore.testing.projection import store_projection
 
 S = AttemptState
 DATASET = ArtifactKind.DATASET

@@ -63,11 +63,12 @@ from runstore import (
     staging,
 )
 from runstore import model as m
+from runstore.audit import audit_connection
+from runstore.audit.projection import model_projection, store_projection
 from runstore.guard import load_attempt
 from runstore.testing import fixtures as sc
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, StageTokens, Writer, lockstep
-from runstore.testing.projection import model_projection, store_projection
 from runstore.testing.publishing import ClockScript, Payload, at
 
 OWNERS = (sc.OWNER, sc.OTHER_OWNER)
@@ -662,6 +663,18 @@ class WriterMatchesModel(RuleBasedStateMachine):
     def durable_projection_equals_the_model(self) -> None:
         database = self.stores[0].database_path
         assert store_projection(database) == model_projection(self.model.state)
+
+    @invariant()
+    def the_audit_replays_the_event_log_to_the_same_projection(self) -> None:
+        database = self.stores[0].database_path
+        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        try:
+            report = audit_connection(connection, self.root)
+        finally:
+            connection.close()
+        assert report.divergence is None, report.divergence
+        if report.events >= 10:
+            event("audit replayed 10 or more events")
 
     @invariant()
     def every_published_artifact_verifies_at_its_address(self) -> None:

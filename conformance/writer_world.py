@@ -48,10 +48,10 @@ from runstore import (
     TerminalOutcome,
 )
 from runstore import model as m
+from runstore.audit.projection import Projection, model_projection, store_projection
 from runstore.testing import fixtures as sc
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, Writer, lockstep
-from runstore.testing.projection import Projection, model_projection, store_projection
 
 T = TypeVar("T")
 Row = tuple[Any, ...]

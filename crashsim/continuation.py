@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 from runstore import RunStore, objects, staging
 from runstore import model as m
+from runstore.audit.projection import model_projection, store_projection
 from runstore.crashsim.scenarios import FIXTURE, MEMBER, Scenario, Step
 from runstore.enums import ArtifactKind, AttemptState
 from runstore.errors import RunStoreError
@@ -50,7 +51,6 @@ from runstore.testing.lockstep import (
     lockstep,
     outcome,
 )
-from runstore.testing.projection import model_projection, store_projection
 from runstore.testing.script import Context
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ from typing import Final
 import attrs
 from runstore import RunStore, durable, objects, staging
 from runstore import model as m
+from runstore.audit.projection import Projection, model_projection, store_projection
 from runstore.crashsim import processes
 from runstore.crashsim.scenarios import (
     DATA,
@@ -46,7 +47,6 @@ from runstore.enums import ArtifactKind
 from runstore.requests import Next
 from runstore.testing import script
 from runstore.testing.lockstep import ModelWriter, StageTokens
-from runstore.testing.projection import Projection, model_projection, store_projection
 from runstore.testing.publishing import at
 from runstore.testing.script import Context
 

@@ -34,6 +34,7 @@ from typing import Final
 
 from runstore import RunStore, staging
 from runstore import model as m
+from runstore.audit.projection import model_projection, store_projection
 from runstore.canonical import decode_object, ns_from_json
 from runstore.crashsim.continuation import start_time
 from runstore.enums import TERMINAL_STATES, AttemptState
@@ -43,7 +44,6 @@ from runstore.recovery_report import RecoveryReport
 from runstore.requests import Accepted
 from runstore.testing.disk import disk_view, read_object
 from runstore.testing.lockstep import Diverged, ModelWriter, StageTokens, lockstep
-from runstore.testing.projection import model_projection, store_projection
 from runstore.testing.publishing import at
 
 RECOVERY_TOKEN: Final = 0xDE_0000

@@ -23,6 +23,7 @@ from collections.abc import Collection, Sequence
 import attrs
 from runstore import RunStore, objects, staging
 from runstore import model as m
+from runstore.audit.projection import Projection, model_projection, store_projection
 from runstore.crashsim.continuation import Resumption, continue_as_user
 from runstore.crashsim.recovered import recover_in_lockstep
 from runstore.enums import ArtifactKind
@@ -30,7 +31,6 @@ from runstore.errors import RunStoreError
 from runstore.probes import PROBE_PREFIX
 from runstore.recovery_disk import QUARANTINE_NAME
 from runstore.testing.lockstep import Diverged
-from runstore.testing.projection import Projection, model_projection, store_projection
 
 Acceptable = Sequence[tuple[str, m.ModelState]]
 """``(label, state)`` pairs: the model states the store may be in ("before", "after")."""

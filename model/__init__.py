@@ -3,10 +3,11 @@
 Rules of this package: no I/O, no SQLite, no clock reads; it imports only the runtime's
 value layer (records, requests, receipts, enums, errors, canonical JSON and the shared leaf
 rules: ``runstore.edges``, ``runstore.rules``, ``runstore.payloads``, ``runstore.shapes``),
-and the runtime never imports it. State is an immutable :class:`ModelState`; each
-operation is a function ``op(state, ...) -> (new_state, result | Refusal)`` mirroring one
-writer method, and a refusal carries the ``code`` of the error the writer raises for the
-same call and returns the input state object unchanged.
+and the runtime never imports it, except the audit (:mod:`runstore.audit`), which replays a
+store's event log through it. State is an immutable :class:`ModelState`; each operation
+is a function ``op(state, ...) -> (new_state, result | Refusal)`` mirroring one writer
+method, and a refusal carries the ``code`` of the error the writer raises for the same call
+and returns the input state object unchanged.
 
 Modules, each paired by name with the writer module of the same concept: ``state`` (rows
 and the state value), ``guard`` (the shared check order), ``registration``, ``attempts``

@@ -12,8 +12,8 @@ kit is imported by module, when needed:
 * :mod:`runstore.testing.lockstep`: one ``Writer`` interface over the store and the model
   (``ModelWriter``), and ``lockstep(model, store, call)``, which makes one call on both
   and raises ``Diverged`` unless they agree (the same result, or the same refusal code).
-* :mod:`runstore.testing.projection`: the durable projection of a database file (read
-  through a fresh read-only connection) and of a model state, comparable with ``==``.
+* (the durable projection of a database file and of a model state, comparable with
+  ``==``, lives in :mod:`runstore.audit.projection`: the audit uses it in production.)
 * :mod:`runstore.testing.script`: writer call scripts as data (``Call``), played on any
   ``Writer``; the crash campaigns and the event vectors are written in it.
 * :mod:`runstore.testing.trace` and :mod:`runstore.testing.scenarios`: the model's named

@@ -46,11 +46,11 @@ from runstore import (
     testing,
 )
 from runstore import model as m
+from runstore.audit.projection import model_projection, store_projection
 from runstore.canonical import JSON
 from runstore.errors import RunStoreError
 from runstore.testing import script
 from runstore.testing.lockstep import Diverged, ModelWriter
-from runstore.testing.projection import model_projection, store_projection
 from runstore.testing.script import Call, Context
 
 from . import FORMAT_VERSION, GENERATOR, render

@@ -46,12 +46,12 @@ from runstore import (
 )
 from runstore import model as m
 from runstore import outcome_document as store_builder
+from runstore.audit.projection import model_projection, store_projection
 from runstore.canonical import JSON
 from runstore.errors import RunStoreError
 from runstore.model import outcome_document as model_builder
 from runstore.testing import script
 from runstore.testing.lockstep import Diverged, ModelWriter
-from runstore.testing.projection import model_projection, store_projection
 from runstore.testing.script import Call, Context
 
 from . import FORMAT_VERSION, GENERATOR, render

@@ -58,13 +58,13 @@ from runstore import (
 )
 from runstore import model as m
 from runstore import outcome_document as store_builder
+from runstore.audit.projection import model_projection, store_projection
 from runstore.canonical import JSON
 from runstore.model import outcome_document as model_builder
 from runstore.requests import interrupted_outcome
 from runstore.testing import script
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, StageTokens
-from runstore.testing.projection import model_projection, store_projection
 from runstore.testing.publishing import ClockScript
 from runstore.testing.script import Call, Context
 

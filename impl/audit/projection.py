@@ -1,10 +1,10 @@
 """The durable projection: everything the store has committed, as comparable values, read
-either from a database file (through a fresh read-only connection) or from a model state.
+from a database connection or file, or from a model state.
 
-Rules of this file: reads only; imports ``sqlite3`` (so ``import runstore.testing`` does not
-load this module). The two functions produce the same shape, so a test can
-compare a store with the model with one ``==``. Event payloads are compared as canonical
-bytes, which pins the writer's payload encoding to the model's documents.
+Rules of this file: reads only. The functions produce the same shape (table name -> sorted
+row tuples), so the audit and the tests compare a store with the model with one ``==``.
+Event payloads are compared as canonical bytes, which pins the writer's payload encoding
+to the model's documents.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from runstore import canonical
-from runstore.model.state import ModelState
+from runstore.model.state import AttemptRow, ModelState
 
 Projection = dict[str, Any]
 
@@ -42,20 +42,45 @@ _QUERIES = {
 }
 
 
+def table_rows(connection: sqlite3.Connection, table: str) -> list[tuple[Any, ...]]:
+    """One table of the projection, read through ``connection``."""
+    return sorted(
+        tuple(bytes(v) if isinstance(v, bytes) else v for v in row)
+        for row in connection.execute(_QUERIES[table])
+    )
+
+
+def connection_projection(connection: sqlite3.Connection) -> Projection:
+    """The committed projection seen by ``connection`` (the audit's snapshot copy)."""
+    return {name: table_rows(connection, name) for name in _QUERIES}
+
+
 def store_projection(database_path: str) -> Projection:
     """The committed projection of the database at ``database_path``, read through a new
     read-only connection (never the writer's)."""
     connection = sqlite3.connect(f"file:{database_path}?mode=ro", uri=True)
     try:
-        return {
-            name: sorted(
-                tuple(bytes(v) if isinstance(v, bytes) else v for v in row)
-                for row in connection.execute(query)
-            )
-            for name, query in _QUERIES.items()
-        }
+        return connection_projection(connection)
     finally:
         connection.close()
+
+
+def attempt_row(row: AttemptRow) -> tuple[Any, ...]:
+    """A model attempt as the projection's ``attempts`` row."""
+    return (
+        row.id,
+        row.slot_id,
+        row.retry_index,
+        row.state.value,
+        row.revision,
+        row.started_at_ns,
+        row.updated_at_ns,
+        row.finished_at_ns,
+        row.failure_code,
+        row.censor_reason,
+        row.final_artifact_id,
+        canonical.encode(row.record()),
+    )
 
 
 def model_projection(state: ModelState) -> Projection:
@@ -67,23 +92,7 @@ def model_projection(state: ModelState) -> Projection:
         "memberships": sorted(
             (slot.id, slot.attempt_slot_id) for slot in state.observation_slots.values()
         ),
-        "attempts": sorted(
-            (
-                row.id,
-                row.slot_id,
-                row.retry_index,
-                row.state.value,
-                row.revision,
-                row.started_at_ns,
-                row.updated_at_ns,
-                row.finished_at_ns,
-                row.failure_code,
-                row.censor_reason,
-                row.final_artifact_id,
-                canonical.encode(row.record()),
-            )
-            for row in state.attempts.values()
-        ),
+        "attempts": sorted(attempt_row(row) for row in state.attempts.values()),
         "transitions": sorted(
             (t.attempt_id, t.revision, t.from_state, t.to_state, t.at_ns, t.event_sequence)
             for t in state.transitions
