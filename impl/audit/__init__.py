@@ -19,7 +19,8 @@ import attrs
 from runstore.canonical import JSON
 from runstore.inspection.snapshot import Snapshot
 
-from .projection import Projection, attempt_row, connection_projection, model_projection, table_rows
+from .partition import Partition, counter_divergence, split
+from .projection import Projection, attempt_row, connection_projection, model_projection
 from .replay import Diverged, Divergence, Replay
 from .stored import StoredEvent, Unreadable, read
 
@@ -74,16 +75,38 @@ def _replay(connection: sqlite3.Connection) -> None:
         raise Diverged(
             Divergence(code="unreadable", sequence=None, attempt_id=None, message=str(error))
         ) from None
-    replay = Replay(stored)
-    replay.register()
-    kept_attempts = {row[0]: row for row in table_rows(connection, "attempts")}
-    last = {event.attempt_id: event.sequence for event in stored.events}
-    for event in stored.events:
-        replay.apply(event)
-        if last.get(event.attempt_id) == event.sequence:
-            _compare_attempt(replay, event, kept_attempts)
-    replay.seed_stages(every=True)
-    _compare_projection(connection_projection(connection), model_projection(replay.state))
+    projection = connection_projection(connection)
+    partitions, stray = split(stored, projection)
+    if stray is not None:
+        table, *row = stray
+        code = "registration_refused" if table in ("decisions", "runs") else "projection_differs"
+        message = f"table {table}: {_row(tuple(row))} belongs to no registered attempt slot"
+        raise Diverged(Divergence(code=code, sequence=None, attempt_id=None, message=message))
+    counters = counter_divergence(stored, projection)
+    if counters is not None:
+        raise Diverged(counters)
+    found = [d for d in map(_replay_partition, partitions) if d is not None]
+    if found:
+        raise Diverged(min(found, key=lambda d: (d.sequence is None, d.sequence or 0)))
+
+
+def _replay_partition(partition: Partition) -> Divergence | None:
+    """Replay one attempt slot; its first divergence, or None."""
+    replay = Replay(partition.stored)
+    kept = {row[0]: row for row in partition.expected["attempts"]}
+    events = partition.stored.events
+    last = {event.attempt_id: event.sequence for event in events}
+    try:
+        replay.register()
+        for event in events:
+            replay.apply(event)
+            if last.get(event.attempt_id) == event.sequence:
+                _compare_attempt(replay, event, kept)
+        replay.seed_stages(every=True)
+        _compare_projection(partition.expected, model_projection(replay.state))
+    except Diverged as diverged:
+        return diverged.divergence
+    return None
 
 
 def _compare_attempt(replay: Replay, event: StoredEvent, kept: dict[str, Any]) -> None:

@@ -97,7 +97,7 @@ def _fail(code: str, event: StoredEvent | None, message: str) -> Diverged:
     return Diverged(
         Divergence(
             code=code,
-            sequence=None if event is None else event.sequence,
+            sequence=None if event is None else event.reported,
             attempt_id=None if event is None else event.attempt_id,
             message=message,
         )
@@ -160,8 +160,13 @@ class Replay:
             if extra:
                 message = f"{table} {extra[0]} has no attempt slot: no writer call registers it"
                 raise _fail("registration_refused", None, message)
-        for artifact_id in sorted(stored.artifacts):
-            added = with_artifact(self.state, stored.artifacts[artifact_id])
+        needed = stored.artifacts if stored.needed is None else stored.needed
+        for artifact_id in sorted(needed):
+            registration = stored.artifacts.get(artifact_id)
+            if registration is None:
+                message = f"artifact {artifact_id} is named but not registered"
+                raise _fail("registration_refused", None, message)
+            added = with_artifact(self.state, registration)
             if isinstance(added, Refusal):
                 raise _fail("registration_refused", None, f"{artifact_id}: {_said(added)}")
             self.state = added

@@ -39,11 +39,19 @@ class Unreadable(Exception):
 
 @attrs.frozen(kw_only=True)
 class StoredEvent:
+    """One ``events`` row; in a partition ``sequence`` is renumbered from 1 and ``origin``
+    keeps the stored sequence (the one every report names)."""
+
     sequence: int
     kind: str
     attempt_id: str | None
     at_ns: int
     payload: dict[str, JSON]
+    origin: int | None = None
+
+    @property
+    def reported(self) -> int:
+        return self.sequence if self.origin is None else self.origin
 
 
 @attrs.frozen(kw_only=True)
@@ -68,6 +76,8 @@ class Stored:
     rooted: dict[str, list[str]]  # lease id -> artifacts rooted under it
     observations: dict[str, StoredObservation]
     events: list[StoredEvent]
+    needed: frozenset[str] | None = None
+    """In a partition, the artifacts it registers (None: every stored artifact)."""
 
     def lease(self, attempt_id: str, purpose: LeasePurpose) -> LeaseRow | None:
         """The attempt's one lease of ``purpose`` (reservation or finalization), if any."""
