@@ -289,7 +289,7 @@ def complete(
     # describe bytes that are no longer there.
     rescanned, stamps = walk(object_dir, {MANIFEST_NAME})
     if rescanned != expected:
-        difference = _diff(expected, rescanned)
+        difference = first_difference(expected, rescanned)
         raise ArtifactCorruptError(f"inventory changed before the manifest: {difference}")
     for path, seen in stamps.items():
         if read_as[path] != seen:
@@ -319,7 +319,7 @@ def complete(
     )
 
 
-def _diff(expected: Inventory, found: Inventory) -> str:
+def first_difference(expected: Inventory, found: Inventory) -> str:
     """The first difference between two inventories, in path order, as a phrase."""
     want = {path: "directory" for path in expected.directories}
     want.update({f.path: f"file of {f.size} bytes, exec={f.executable}" for f in expected.files})
@@ -368,7 +368,9 @@ def verify(object_dir: str, *, sync: bool) -> CompletedObject:
         files=tuple(sorted([*listed, manifest_file], key=lambda f: path_order(f.path))),
     )
     if found != expected:
-        raise ArtifactCorruptError(f"object does not match its manifest: {_diff(expected, found)}")
+        raise ArtifactCorruptError(
+            f"object does not match its manifest: {first_difference(expected, found)}"
+        )
     tree = TreeHasher(len(found.directories) + len(found.files))
     for _, path, file in _entries(found):
         if file is None:

@@ -8,7 +8,9 @@ before any of its files is opened, because closing a descriptor of that file wou
 the connection's POSIX locks. A copy is used only when the database's signature did not
 change while it was taken, the WAL's changed at most by growing (:func:`held`), and it
 passes ``PRAGMA quick_check``; then
-it must hold exactly schema version 1, and it is read with ``query_only``.
+it must hold exactly schema version 1, and it is read with ``query_only``. The raw mode
+(``strict=False``, for ``validate``, which reports damage instead of refusing it) keeps the
+signature rule and ``query_only`` but skips ``quick_check`` and the schema validation.
 """
 
 from __future__ import annotations
@@ -111,7 +113,9 @@ class Snapshot:
         self._connection: sqlite3.Connection | None = connection
 
     @classmethod
-    def take(cls, root: str | os.PathLike[str], *, tries: int = DEFAULT_TRIES) -> Snapshot:
+    def take(
+        cls, root: str | os.PathLike[str], *, tries: int = DEFAULT_TRIES, strict: bool = True
+    ) -> Snapshot:
         """Copy ``root``'s committed state to private temporary storage and validate it.
 
         Refusals, in order: ``unsafe_path`` (the root is relative, missing, a link or not
@@ -120,11 +124,20 @@ class Snapshot:
         a connection to the database); ``inspection_unstable`` (``tries`` copies in a row
         changed while taken or failed ``quick_check``); ``unversioned_database``,
         ``unknown_schema_version``, ``schema_mismatch`` (the copy is not exactly schema
-        version 1); ``invalid_record`` for a ``tries`` that is not a positive int. A
-        refusal leaves no temporary directory behind.
+        version 1); ``invalid_record`` for a ``tries`` that is not a positive int or a
+        ``strict`` that is not a bool. A refusal leaves no temporary directory behind.
+
+        With ``strict=False`` (the raw mode ``validate`` uses) a copy is stable when its
+        signatures held (:func:`held`) alone: ``quick_check`` and the schema validation are
+        skipped, so a damaged database, a foreign ``user_version`` or an altered schema is
+        handed over for the caller to report, and reading the copy may then raise
+        ``sqlite3.DatabaseError``. The copy is still opened with ``query_only``, and the
+        other refusals are the same.
         """
         if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
             raise InvalidRecordError(f"tries must be a positive int, not {tries!r}")
+        if not isinstance(strict, bool):
+            raise InvalidRecordError(f"strict must be a bool, not {strict!r:.40}")
         checked = store_root.checked_root(root)
         database = os.path.join(checked, store_root.DATABASE_NAME)
         try:
@@ -140,10 +153,11 @@ class Snapshot:
                 f"this process holds a connection to {database}: inspect it from another "
                 "process (copying the file here would drop that connection's locks)"
             )
-        directory, connection = _stable_copy(checked, tries)
+        directory, connection = _stable_copy(checked, tries, checked_copy=strict)
         snapshot = cls(checked, directory, connection)
         try:
-            _validate(connection, checked)
+            if strict:
+                _validate(connection, checked)
             sql.execute(connection, "PRAGMA query_only = ON")
         except BaseException:
             snapshot.close()
@@ -180,14 +194,15 @@ class Snapshot:
         self.close()
 
 
-def _stable_copy(root: str, tries: int) -> tuple[str, sqlite3.Connection]:
-    """Up to ``tries`` attempts at a copy whose signature held and which passes
-    ``quick_check``; returns its directory and an open connection on it."""
+def _stable_copy(root: str, tries: int, *, checked_copy: bool) -> tuple[str, sqlite3.Connection]:
+    """Up to ``tries`` attempts at a copy whose signature held and which (when
+    ``checked_copy``) passes ``quick_check``; returns its directory and an open connection
+    on it."""
     pause = _FIRST_PAUSE_S
     for attempt in range(tries):
         directory = tempfile.mkdtemp(prefix=TEMP_PREFIX)
         try:
-            return directory, _copy_once(root, directory)
+            return directory, _copy_once(root, directory, checked_copy=checked_copy)
         except _Unstable:
             shutil.rmtree(directory, ignore_errors=True)
         except BaseException:
@@ -202,7 +217,7 @@ def _stable_copy(root: str, tries: int) -> tuple[str, sqlite3.Connection]:
     )
 
 
-def _copy_once(root: str, directory: str) -> sqlite3.Connection:
+def _copy_once(root: str, directory: str, *, checked_copy: bool) -> sqlite3.Connection:
     before = store_signature(root)
     if before[0] is None:
         raise UnsafePathError(f"no {store_root.DATABASE_NAME} in {root}: not a run store")
@@ -216,6 +231,8 @@ def _copy_once(root: str, directory: str) -> sqlite3.Connection:
     if not held(before, store_signature(root)):
         raise _Unstable("the database or its WAL changed while copied")
     connection = sqlite3.connect(copy, isolation_level=None)
+    if not checked_copy:
+        return connection
     try:
         rows = sql.execute(connection, "PRAGMA quick_check")
         if rows != [("ok",)]:
