@@ -183,7 +183,9 @@ WHERE EXISTS (
     SELECT 1 FROM attempts AS a WHERE a.slot_id = m.attempt_slot_id AND a.state = 'accepted')
 """
 
-_CAMPAIGN: Final = "substr(r.candidate_id, 1, length(:prefix)) = :prefix"
+CAMPAIGN_CLAUSE: Final = "substr(r.candidate_id, 1, length(:prefix)) = :prefix"
+"""The condition (on ``resolved_runs AS r``, parameter ``prefix`` = ``"<campaign>/"``) that
+keeps one campaign's candidates; ``status``, ``export`` and ``report`` share it."""
 
 
 def _scope(
@@ -193,7 +195,7 @@ def _scope(
     clauses: list[str] = []
     params: dict[str, object] = {}
     if campaign is not None:
-        clauses.append(_CAMPAIGN)
+        clauses.append(CAMPAIGN_CLAUSE)
         params["prefix"] = f"{campaign}/"
     if slot_ids is not None:
         names = [f":slot{i}" for i in range(len(slot_ids))]
@@ -205,8 +207,9 @@ def _scope(
     return base + joiner + " AND ".join(clauses), params
 
 
-def _metrics(record_json: str) -> dict[str, str]:
-    """The decimal-string metrics of an observation record (others are skipped)."""
+def observation_metrics(record_json: str) -> dict[str, str]:
+    """The metrics of an observation record: ``result.metrics``' string members, and its
+    integer members in decimal; other members (booleans, floats, objects) are skipped."""
     try:
         record = json.loads(record_json)
     except ValueError:
@@ -266,7 +269,7 @@ def summarize(
     query, params = _scope(_SELECTED, campaign, slot_ids, "m.attempt_slot_id")
     rows = sql.execute(connection, query, params)
     for slot_id, _logical_slot, record_json in sorted(rows, key=lambda row: (row[0], row[1])):
-        metrics.setdefault(slot_id, {}).update(_metrics(record_json))
+        metrics.setdefault(slot_id, {}).update(observation_metrics(record_json))
 
     summaries: list[SlotSummary] = []
     query, params = _scope(_SLOTS, campaign, slot_ids, "s.id")

@@ -1,0 +1,377 @@
+"""The rows of ``runstore export``, streamed from an inspection snapshot (SPEC.md section 16.3).
+
+Rules of this file: reads only, on a snapshot's private copy, and never the whole of a
+table at once. Every listing is keyset-paged through the SQL seam (``WHERE key > :after
+ORDER BY key LIMIT :page``, the key an indexed unique key), so each page is one index
+seek, the export is linear in the store, and memory is bounded by the page size (times a
+slot's observation slots for the index). The order of rows, the columns and the JSON line
+of an accepted result are pinned here and in SPEC.md; nothing in this file writes a file
+or touches an artifact: it names the artifacts each row depends on, and the caller
+verifies them. Slot summaries and their merged metrics come from
+:func:`runstore.inspection.reader.summarize`, one page of slots at a time.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+import attrs
+from runstore import sql
+from runstore.canonical import JSON, encode, ns_to_json
+from runstore.inspection.reader import (
+    CAMPAIGN_CLAUSE,
+    SlotSummary,
+    campaign_of,
+    observation_metrics,
+    summarize,
+)
+
+PAGE_ROWS: Final = 1000
+"""Rows per page of ``attempts.csv`` and ``observations.csv``."""
+PAGE_SLOTS: Final = 100
+"""Accepted slots per page of ``index.jsonl`` and ``metrics.csv``."""
+
+CsvRow = list[str | int | None]
+
+ATTEMPT_COLUMNS: Final = (
+    "campaign",
+    "attempt_id",
+    "slot_id",
+    "candidate_id",
+    "problem_id",
+    "logical_slot",
+    "role",
+    "retry_index",
+    "state",
+    "failure_code",
+    "censor_reason",
+    "started_at_ns",
+    "finished_at_ns",
+    "final_artifact_id",
+)
+OBSERVATION_COLUMNS: Final = (
+    "observation_id",
+    "observation_slot_id",
+    "observation_logical_slot",
+    "attempt_id",
+    "attempt_slot_id",
+    "valid",
+    "completion",
+    "artifact_id",
+    "registered_at_ns",
+    "selected",
+)
+METRIC_COLUMNS: Final = (
+    "campaign",
+    "slot_id",
+    "candidate_id",
+    "problem_id",
+    "logical_slot",
+    "observation_slot_id",
+    "observation_logical_slot",
+    "observation_id",
+    "metric",
+    "value",
+)
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactRef:
+    """A registered artifact as an exported row names it."""
+
+    id: str
+    path: str
+    content_sha256: str
+    manifest_sha256: str
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "content_sha256": self.content_sha256,
+            "manifest_sha256": self.manifest_sha256,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class SelectedObservation:
+    """The selected observation of one observation slot of an accepted slot, with its own
+    metrics (``(name, value)`` sorted by name). Its attempt may be an earlier one of the
+    same slot (a stream keeps checkpoints a failed attempt selected)."""
+
+    observation_slot_id: str
+    logical_slot: str
+    observation_id: str
+    attempt_id: str
+    artifact: ArtifactRef
+    metrics: tuple[tuple[str, str], ...]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "observation_slot_id": self.observation_slot_id,
+            "logical_slot": self.logical_slot,
+            "observation_id": self.observation_id,
+            "attempt_id": self.attempt_id,
+            "artifact": self.artifact.to_json(),
+            "metrics": dict(self.metrics),
+        }
+
+
+@attrs.frozen(kw_only=True)
+class AcceptedResult:
+    """One attempt slot with an accepted attempt: its summary (merged metrics included),
+    the accepted attempt and the selected observations in observation-slot id order."""
+
+    summary: SlotSummary
+    attempt_id: str
+    retry_index: int
+    finished_at_ns: int
+    final_artifact: ArtifactRef
+    observations: tuple[SelectedObservation, ...]
+
+    def index_line(self) -> bytes:
+        """The canonical JSON line of ``index.jsonl``, newline included."""
+        summary = self.summary
+        line: dict[str, JSON] = {
+            "campaign": campaign_of(summary.candidate_id),
+            "slot_id": summary.slot_id,
+            "run_id": summary.run_id,
+            "candidate_id": summary.candidate_id,
+            "problem_id": summary.problem_id,
+            "logical_spec_id": summary.logical_spec_id,
+            "logical_slot": summary.logical_slot,
+            "execution_kind": summary.execution_kind,
+            "role": summary.role,
+            "attempt_id": self.attempt_id,
+            "retry_index": self.retry_index,
+            "finished_at_ns": ns_to_json(self.finished_at_ns),
+            "final_artifact": self.final_artifact.to_json(),
+            "observations": [observation.to_json() for observation in self.observations],
+            "metrics": dict(summary.metrics),
+        }
+        return encode(line) + b"\n"
+
+    def metric_rows(self) -> Iterator[CsvRow]:
+        """The rows of ``metrics.csv``: per observation slot (id order), per metric (name
+        order)."""
+        summary = self.summary
+        head: CsvRow = [
+            campaign_of(summary.candidate_id),
+            summary.slot_id,
+            summary.candidate_id,
+            summary.problem_id,
+            summary.logical_slot,
+        ]
+        for observation in self.observations:
+            for name, value in observation.metrics:
+                yield [
+                    *head,
+                    observation.observation_slot_id,
+                    observation.logical_slot,
+                    observation.observation_id,
+                    name,
+                    value,
+                ]
+
+
+# --- paging ------------------------------------------------------------------------------------
+
+
+def _campaign(campaign: str | None) -> tuple[str, dict[str, Any]]:
+    """The clause (on ``resolved_runs AS r``) keeping one campaign's candidates, and its
+    parameters; nothing for every campaign. The same rule as ``status --campaign``."""
+    if campaign is None:
+        return "", {}
+    return f" AND {CAMPAIGN_CLAUSE}", {"prefix": f"{campaign}/"}
+
+
+def _in(ids: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    names = [f":id{i}" for i in range(len(ids))]
+    return ", ".join(names) or "NULL", {f"id{i}": value for i, value in enumerate(ids)}
+
+
+def _paged(
+    connection: sqlite3.Connection,
+    query: str,
+    params: dict[str, Any],
+    after: dict[str, Any],
+    key: Sequence[int],
+    size: int,
+) -> Iterator[list[sql.Row]]:
+    """Pages of ``query``, which orders by its key, resumes after the parameters named in
+    ``after`` and stops at ``:page`` rows. ``key`` gives the result positions holding the
+    key, in ``after``'s order: the last row of a page supplies the next page's start."""
+    while True:
+        rows = sql.execute(connection, query, {**params, **after, "page": size})
+        if rows:
+            yield rows
+        if len(rows) < size:
+            return
+        after = dict(zip(after, (rows[-1][i] for i in key), strict=True))
+
+
+def _artifact(row: sql.Row, start: int) -> ArtifactRef:
+    """The artifact in the four columns from ``start`` (id, path and both digests)."""
+    return ArtifactRef(
+        id=row[start],
+        path=row[start + 1],
+        content_sha256=row[start + 2],
+        manifest_sha256=row[start + 3],
+    )
+
+
+def _optional_artifact(row: sql.Row, start: int) -> ArtifactRef | None:
+    """As :func:`_artifact`, for a LEFT JOIN: None when there is none."""
+    return None if row[start] is None else _artifact(row, start)
+
+
+# --- attempts.csv ------------------------------------------------------------------------------
+
+_ATTEMPTS: Final = """
+SELECT a.id, a.slot_id, r.candidate_id, d.problem_id, s.logical_slot, s.role,
+       a.retry_index, a.state, a.failure_code, a.censor_reason, a.started_at_ns,
+       a.finished_at_ns, a.final_artifact_id,
+       f.id, f.path, f.content_sha256, f.manifest_sha256
+FROM attempts AS a
+JOIN attempt_slots AS s ON s.id = a.slot_id
+JOIN resolved_runs AS r ON r.id = s.run_id
+JOIN applicability_decisions AS d ON d.id = r.decision_id
+LEFT JOIN artifacts AS f ON f.id = a.final_artifact_id
+WHERE (a.slot_id, a.retry_index) > (:slot, :retry){campaign}
+ORDER BY a.slot_id, a.retry_index
+LIMIT :page
+"""
+
+
+def attempt_rows(
+    connection: sqlite3.Connection, campaign: str | None
+) -> Iterator[tuple[CsvRow, ArtifactRef | None]]:
+    """Every attempt (any state) of the snapshot or of one campaign, ordered by slot id
+    then retry index, as an ``attempts.csv`` row and the final artifact it names."""
+    clause, params = _campaign(campaign)
+    query = _ATTEMPTS.format(campaign=clause)
+    after = {"slot": "", "retry": -1}
+    for page in _paged(connection, query, params, after, (1, 6), PAGE_ROWS):
+        for row in page:
+            yield [campaign_of(row[2]), *row[:13]], _optional_artifact(row, 13)
+
+
+# --- observations.csv --------------------------------------------------------------------------
+
+_OBSERVATIONS: Final = """
+SELECT o.id, o.slot_id, os.logical_slot, o.attempt_id, o.attempt_slot_id, o.valid,
+       o.completion, o.artifact_id, o.registered_at_ns, so.observation_id IS o.id,
+       f.id, f.path, f.content_sha256, f.manifest_sha256
+FROM observations AS o
+JOIN observation_slots AS os ON os.id = o.slot_id
+JOIN attempt_slots AS s ON s.id = o.attempt_slot_id
+JOIN resolved_runs AS r ON r.id = s.run_id
+JOIN artifacts AS f ON f.id = o.artifact_id
+LEFT JOIN selected_observations AS so ON so.slot_id = o.slot_id
+WHERE o.id > :after{campaign}
+ORDER BY o.id
+LIMIT :page
+"""
+
+
+def observation_rows(
+    connection: sqlite3.Connection, campaign: str | None
+) -> Iterator[tuple[CsvRow, ArtifactRef]]:
+    """Every observation (selected or not) of the snapshot or of one campaign, ordered by
+    observation id, as an ``observations.csv`` row and the artifact it names."""
+    clause, params = _campaign(campaign)
+    query = _OBSERVATIONS.format(campaign=clause)
+    for page in _paged(connection, query, params, {"after": ""}, (0,), PAGE_ROWS):
+        for row in page:
+            yield list(row[:10]), _artifact(row, 10)
+
+
+# --- index.jsonl and metrics.csv ---------------------------------------------------------------
+
+_ACCEPTED_SLOTS: Final = """
+SELECT a.slot_id
+FROM attempts AS a
+JOIN attempt_slots AS s ON s.id = a.slot_id
+JOIN resolved_runs AS r ON r.id = s.run_id
+WHERE a.state = 'accepted' AND a.slot_id > :after{campaign}
+ORDER BY a.slot_id
+LIMIT :page
+"""
+
+_ACCEPTED_ATTEMPTS: Final = """
+SELECT a.slot_id, a.id, a.retry_index, a.finished_at_ns,
+       f.id, f.path, f.content_sha256, f.manifest_sha256
+FROM attempts AS a
+JOIN artifacts AS f ON f.id = a.final_artifact_id
+WHERE a.state = 'accepted' AND a.slot_id IN ({ids})
+"""
+
+_SELECTED: Final = """
+SELECT m.attempt_slot_id, m.observation_slot_id, os.logical_slot, o.id, o.attempt_id,
+       f.id, f.path, f.content_sha256, f.manifest_sha256, o.record_json
+FROM attempt_observation_slots AS m
+JOIN observation_slots AS os ON os.id = m.observation_slot_id
+JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
+JOIN observations AS o ON o.id = so.observation_id
+JOIN artifacts AS f ON f.id = o.artifact_id
+WHERE m.attempt_slot_id IN ({ids})
+ORDER BY m.attempt_slot_id, m.observation_slot_id
+"""
+
+
+def _observations(
+    connection: sqlite3.Connection, slot_ids: Sequence[str]
+) -> dict[str, list[SelectedObservation]]:
+    """The selected observations of some attempt slots (each with its metrics, read as
+    ``status`` reads them), by slot."""
+    marks, params = _in(slot_ids)
+    found: dict[str, list[SelectedObservation]] = {}
+    for row in sql.execute(connection, _SELECTED.format(ids=marks), params):
+        found.setdefault(row[0], []).append(
+            SelectedObservation(
+                observation_slot_id=row[1],
+                logical_slot=row[2],
+                observation_id=row[3],
+                attempt_id=row[4],
+                artifact=_artifact(row, 5),
+                metrics=tuple(sorted(observation_metrics(row[9]).items())),
+            )
+        )
+    return found
+
+
+def _page_results(
+    connection: sqlite3.Connection, slot_ids: Sequence[str]
+) -> Iterator[AcceptedResult]:
+    """The accepted results of one page of slots, in the page's (slot id) order."""
+    summaries = {
+        summary.slot_id: summary for summary in summarize(connection, slot_ids=slot_ids)[0]
+    }
+    marks, params = _in(slot_ids)
+    accepted = {
+        row[0]: row for row in sql.execute(connection, _ACCEPTED_ATTEMPTS.format(ids=marks), params)
+    }
+    observations = _observations(connection, slot_ids)
+    for slot_id in slot_ids:
+        row = accepted[slot_id]
+        yield AcceptedResult(
+            summary=summaries[slot_id],
+            attempt_id=row[1],
+            retry_index=row[2],
+            finished_at_ns=row[3],
+            final_artifact=_artifact(row, 4),
+            observations=tuple(observations.get(slot_id, ())),
+        )
+
+
+def accepted_results(
+    connection: sqlite3.Connection, campaign: str | None
+) -> Iterator[AcceptedResult]:
+    """Every attempt slot with an accepted attempt (warm-ups included), of the snapshot or
+    of one campaign, ordered by slot id."""
+    clause, params = _campaign(campaign)
+    query = _ACCEPTED_SLOTS.format(campaign=clause)
+    for page in _paged(connection, query, params, {"after": ""}, (0,), PAGE_SLOTS):
+        yield from _page_results(connection, [row[0] for row in page])
