@@ -1,4 +1,4 @@
-"""Shared pytest configuration: Hypothesis profiles.
+"""Shared pytest configuration: Hypothesis profiles, and fixtures several files share.
 
 ``default`` keeps the test command's stateful and property runs to about two minutes on
 two cores; ``nightly`` (``HYPOTHESIS_PROFILE=nightly``) runs far more examples and longer
@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+from pathlib import Path
 
 import pytest
+from cli_world import runstore
 from hypothesis import HealthCheck, settings
 from schema_rows import Rows, open_store
 
@@ -43,3 +46,18 @@ def conn() -> sqlite3.Connection:
 def rows(conn: sqlite3.Connection) -> Rows:
     """Row builders over :func:`conn`, inserting consistent chains of rows."""
     return Rows(conn)
+
+
+# --- the demo campaign, run once per session through the console script ------------------
+
+
+@pytest.fixture(scope="session")
+def demo_store(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """examples/codecs run to completion by the installed ``runstore`` (the README's first
+    command, minus the install): the store and the finished run. Tests only read it."""
+    store = tmp_path_factory.mktemp("demo") / "demo-store"
+    campaign = Path(__file__).resolve().parents[1] / "examples" / "codecs" / "campaign.toml"
+    done = runstore("run", str(campaign), "--store", str(store), "--init", timeout=300)
+    return store, done

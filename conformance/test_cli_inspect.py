@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 from cli_world import RUNSTORE, json_lines, query, runstore, write_campaign
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -135,11 +133,11 @@ def test_status_reads_a_store_while_a_campaign_runs(tmp_path: Path) -> None:
     assert only["totals"]["accepted"] == 8
 
 
-def test_the_demo_campaign_runs_to_completion_and_shows_its_status(tmp_path: Path) -> None:
+def test_the_demo_campaign_runs_to_completion_and_shows_its_status(
+    demo_store: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
     """The README's first command, minus the install: examples/codecs end to end."""
-    store = tmp_path / "demo-store"
-    campaign = ROOT / "examples" / "codecs" / "campaign.toml"
-    done = runstore("run", str(campaign), "--store", str(store), "--init", timeout=300)
+    store, done = demo_store
     assert done.returncode == 0, done.stderr
     assert "28/28 slots satisfied" in done.stderr
     shown = runstore("status", "--store", str(store))

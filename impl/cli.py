@@ -2,8 +2,9 @@
 
 Rules of this file: parse options, call one library function, render, and map errors to
 exit statuses (SPEC.md section 15, "Exit statuses"). No decisions and no store logic live
-here. ``run`` and ``recover`` open the store; ``status`` and ``explain`` only read a private
-copy of it (``runstore.inspection``) and never open, initialize or recover it.
+here. ``run`` and ``recover`` open the store; ``status``, ``explain``, ``validate``,
+``audit``, ``export`` and ``report`` only read a private copy of it
+(``runstore.inspection``) and never open, initialize, recover or write it.
 """
 
 from __future__ import annotations
@@ -179,6 +180,98 @@ def explain(
     from runstore.cli_render import explain_tables
 
     cli_output.print_tables(explain_tables(explanation))
+
+
+@app.command(epilog="Example:\n\n  runstore validate --store /tmp/codecs --quick")
+def validate(
+    store: Store,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Check artifacts' presence, not their content.")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Check a private copy of the store: SQLite integrity, the exact schema, every id,
+    the invariants, and every artifact against its manifest and address. Exit 0 only when
+    nothing is found, 1 with findings."""
+    from runstore.cli_render import validation_lines
+    from runstore.inspection.validate import validate_store
+
+    with _errors(as_json):
+        report = validate_store(os.path.abspath(store), quick=quick)
+    _verdict(report.to_json(), validation_lines(report), as_json=as_json)
+
+
+@app.command(epilog="Example:\n\n  runstore audit --store /tmp/codecs")
+def audit(store: Store, as_json: Json = False) -> None:
+    """Replay the committed event log through the executable model from an empty state and
+    require the model's projection to equal the store's. Exit 0 when they agree, 1 with
+    the first divergent event."""
+    from runstore.audit import audit as replay
+    from runstore.cli_render import audit_lines
+    from runstore.inspection.snapshot import Snapshot
+
+    with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
+        report = replay(snapshot)
+    _verdict(report.to_json(), audit_lines(report), as_json=as_json)
+
+
+@app.command(epilog="Example:\n\n  runstore export --store /tmp/codecs --out /tmp/codecs-export")
+def export(
+    store: Store,
+    out: Annotated[
+        Path, typer.Option("--out", help="The export directory (created when missing).")
+    ],
+    campaign: Annotated[
+        str | None, typer.Option("--campaign", help="Only this campaign's rows.")
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Write index.jsonl, attempts.csv, observations.csv and metrics.csv from a private copy
+    of the store, naming only artifacts that verify; rebuildable byte for byte."""
+    from runstore.inspection.export import export as write_export
+    from runstore.inspection.snapshot import Snapshot
+
+    with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
+        summary = write_export(snapshot, str(out), campaign=campaign)
+    if as_json:
+        cli_output.print_json(summary.to_json())
+        return
+    for name, count in summary.files.items():
+        typer.echo(f"{os.path.join(summary.out_dir, name)}: {count} rows")
+    typer.echo(f"verified artifacts: {summary.verified_artifacts}")
+
+
+@app.command(epilog="Example:\n\n  runstore report --store /tmp/codecs --html codecs.html")
+def report(
+    store: Store,
+    html: Annotated[Path, typer.Option("--html", help="The page to write (replaced).")],
+    campaign: Annotated[
+        str | None, typer.Option("--campaign", help="Only this campaign's slots.")
+    ] = None,
+    title: Annotated[str | None, typer.Option("--title", help="The page's title.")] = None,
+    as_json: Json = False,
+) -> None:
+    """One self-contained HTML page: status, accepted metrics per candidate x problem, and
+    a chart per metric."""
+    from runstore.inspection.report_file import write_report
+    from runstore.inspection.snapshot import Snapshot
+
+    with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
+        written = write_report(snapshot, str(html), campaign=campaign, title=title)
+    if as_json:
+        cli_output.print_json({"html": written})
+    else:
+        typer.echo(f"wrote {written}")
+
+
+def _verdict(document: dict[str, JSON], lines: list[str], *, as_json: bool) -> NoReturn:
+    """Print a check's document (``--json``) or its lines, and exit 0 when its ``ok``."""
+    if as_json:
+        cli_output.print_json(document)
+    else:
+        for line in lines:
+            typer.echo(line)
+    raise typer.Exit(EXIT_OK if document["ok"] is True else EXIT_UNSATISFIED)
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""Human-readable tables for ``status`` and ``explain``.
+"""Human-readable tables and lines for the reading commands (``status``, ``explain``,
+``validate``, ``audit``).
 
 Rules of this file: rendering only, from the reader's JSON documents (the same ones
 ``--json`` prints), so the tables can never show something ``--json`` does not.
@@ -110,3 +111,33 @@ def _cell(value: object) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value, sort_keys=True, ensure_ascii=False)
     return "" if value is None else str(value)
+
+
+def validation_lines(report: Documented) -> list[str]:
+    """``validate``'s text: one line per finding, then a summary line."""
+    document = report.to_json()
+    lines = [
+        f"{finding['code']}: {finding['subject']}: {finding['message']}"
+        for finding in document["findings"]
+    ]
+    checked = ", ".join(f"{count} {name}" for name, count in document["checked"].items())
+    mode = " (quick: artifact content not hashed)" if document["quick"] else ""
+    verdict = "ok" if document["ok"] else f"{len(document['findings'])} findings"
+    lines.append(f"validate {document['root']}: {verdict}; checked {checked}{mode}")
+    return lines
+
+
+def audit_lines(report: Documented) -> list[str]:
+    """``audit``'s text: the divergence (if any), then a summary line."""
+    document = report.to_json()
+    divergence = document["divergence"]
+    replayed = f"{document['events']} events of {document['attempts']} attempts"
+    if divergence is None:
+        return [f"audit {document['root']}: ok; replayed {replayed} to the stored projection"]
+    where = "after the last event" if divergence["sequence"] is None else "at event "
+    where += "" if divergence["sequence"] is None else str(divergence["sequence"])
+    attempt = "" if divergence["attempt_id"] is None else f" (attempt {divergence['attempt_id']})"
+    return [
+        f"{divergence['code']}: {where}{attempt}: {divergence['message']}",
+        f"audit {document['root']}: diverged; {replayed} in the log",
+    ]

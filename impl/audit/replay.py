@@ -1,4 +1,4 @@
-"""Replaying a store's committed event log through the executable model (SPEC.md section 16).
+"""Replaying a store's committed event log through the executable model (SPEC.md section 16.2).
 
 Rules of this file: pure over a :class:`~runstore.audit.stored.Stored` value; no I/O. The
 replay starts from an empty model state, registers the stored records and artifacts (they
