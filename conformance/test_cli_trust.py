@@ -8,13 +8,13 @@ import csv
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_world import runstore
+from corrupt_world import edited
 
 Demo = tuple[Path, subprocess.CompletedProcess[str]]
 
@@ -78,21 +78,8 @@ def test_a_flipped_artifact_byte_fails_validate_with_its_finding(damaged: Path) 
 
 
 def test_a_row_edited_outside_the_writer_fails_audit_at_its_event(damaged: Path) -> None:
-    connection = sqlite3.connect(damaged / "run.sqlite3", isolation_level=None)
-    try:
-        triggers = connection.execute(
-            "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger'"
-        ).fetchall()
-        connection.execute("BEGIN IMMEDIATE")
-        for name, _ in triggers:
-            connection.execute(f'DROP TRIGGER "{name}"')
+    with edited(damaged) as connection:  # triggers dropped and re-created around it
         connection.execute("UPDATE attempts SET started_at_ns = started_at_ns - 1 WHERE rowid = 1")
-        for _, statement in triggers:
-            connection.execute(statement)
-        connection.execute("COMMIT")
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        connection.close()
     audited = runstore("audit", "--store", str(damaged))
     assert audited.returncode == 1
     first, summary = audited.stdout.splitlines()
