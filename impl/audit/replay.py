@@ -133,7 +133,8 @@ class Replay:
             key=lambda row: row.fencing_token,
         )
         self._next_stage = 0
-        self._recovering: dict[str, StoredEvent] = {}
+        self.recovering: dict[str, StoredEvent] = {}
+        """Attempts recovery moved to finalizing: their event, replayed with the commit."""
 
     # --- before the first event ------------------------------------------------------
 
@@ -190,11 +191,11 @@ class Replay:
 
     def _compare_events(self, event: StoredEvent, before: int) -> None:
         appended = self.state.events[before:]
-        if event.attempt_id in self._recovering and not appended:
+        if event.attempt_id in self.recovering and not appended:
             return  # recovery's move to finalizing: replayed with its terminal commit
         stored_rows = [event]
         if len(appended) == 2:  # recovery's move and terminal commit, replayed together
-            stored_rows = [self._recovering.pop(str(event.attempt_id)), event]
+            stored_rows = [self.recovering.pop(str(event.attempt_id)), event]
         if len(appended) != len(stored_rows):
             message = f"the replayed call appended {len(appended)} events, the store 1"
             raise _fail("event_differs", event, message)
@@ -355,7 +356,7 @@ def _entering_without_claim(replay: Replay, event: StoredEvent) -> None:
         replay.state, result = advance(replay.state, guard, AttemptState.FINALIZING, event.at_ns)
         replay.check(event, result)
     else:
-        replay._recovering[attempt_id] = event
+        replay.recovering[attempt_id] = event
 
 
 def _finished(replay: Replay, event: StoredEvent) -> None:
@@ -370,7 +371,7 @@ def _finished(replay: Replay, event: StoredEvent) -> None:
     commit_ns = reservation.released_at_ns
     attempt = replay.state.attempts[attempt_id]
     cause = replay.lost_authority(attempt, commit_ns)
-    if attempt_id not in replay._recovering and cause is None:
+    if attempt_id not in replay.recovering and cause is None:
         references = replay.stored.references.get(attempt_id, [])
         guard = replay.guard(attempt_id)
         replay.state, result = commit_finalization(
@@ -384,7 +385,7 @@ def _finished(replay: Replay, event: StoredEvent) -> None:
     if interrupted_claims(outcome) is not None:
         replay.state, _ = interrupted_failure(replay.state, item, commit_ns, [])
         return
-    if attempt_id in replay._recovering:
+    if attempt_id in replay.recovering:
         raise _fail("event_refused", event, "recovery moved it to finalizing but imported")
     _imported(replay, event, attempt, outcome, artifact, commit_ns)
 
