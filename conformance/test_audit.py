@@ -17,7 +17,7 @@ import attrs
 import pytest
 from corrupt_world import build_store, copy_store, edited, rows
 from runstore import RunStore
-from runstore.audit import AuditReport, audit
+from runstore.audit import AuditReport, Divergence, audit
 from runstore.audit.replay import DIVERGENCE_CODES
 from runstore.inspection.snapshot import Snapshot
 from runstore.records import ApplicabilityDecision
@@ -43,12 +43,12 @@ def audited(root: Path) -> AuditReport:
         return audit(snapshot)
 
 
-def diverges(root: Path, code: str) -> str:
+def diverges(root: Path, code: str) -> Divergence:
     report = audited(root)
     assert report.divergence is not None, "the audit found nothing"
     assert report.divergence.code == code, report.divergence
     assert report.divergence.code in DIVERGENCE_CODES
-    return report.divergence.message
+    return report.divergence
 
 
 def test_a_store_the_writer_built_replays_to_the_same_projection(built: Path) -> None:
@@ -76,10 +76,11 @@ def test_an_edited_failure_code_is_caught_at_the_attempts_last_event(copy: Path)
     ((attempt_id,),) = rows(copy, "SELECT id FROM attempts WHERE failure_code = 'worker_failed'")
     with edited(copy) as connection:
         connection.execute("UPDATE attempts SET failure_code = 'oom' WHERE id = ?", (attempt_id,))
-    message = diverges(copy, "attempt_differs")
-    report = audited(copy)
-    assert report.divergence is not None and report.divergence.attempt_id == attempt_id
-    assert "'oom'" in message
+    divergence = diverges(copy, "attempt_differs")
+    assert divergence.attempt_id == attempt_id and "'oom'" in divergence.message
+    # Reported at the stored sequence of that attempt's last event (not a renumbered one).
+    ((last,),) = rows(copy, "SELECT max(sequence) FROM events WHERE attempt_id = ?", (attempt_id,))
+    assert divergence.sequence == last
 
 
 def test_a_second_acceptance_written_by_hand_is_refused_by_the_model(copy: Path) -> None:
@@ -97,8 +98,8 @@ def test_a_second_acceptance_written_by_hand_is_refused_by_the_model(copy: Path)
             "WHERE sequence = ?",
             (sequence,),
         )
-    message = diverges(copy, "event_refused")
-    assert "claim_required" in message or "outcome_not_permitted" in message
+    divergence = diverges(copy, "event_refused")
+    assert "claim_required" in divergence.message and divergence.sequence == sequence
 
 
 def test_a_deleted_event_leaves_a_gap_the_replay_reports(copy: Path) -> None:
@@ -106,12 +107,9 @@ def test_a_deleted_event_leaves_a_gap_the_replay_reports(copy: Path) -> None:
         copy, "SELECT min(sequence) FROM events WHERE kind = 'observation_registered'"
     )
     with edited(copy) as connection:
-        connection.execute("UPDATE attempt_transitions SET event_sequence = event_sequence")
         connection.execute("DELETE FROM events WHERE sequence = ?", (sequence,))
-    message = diverges(copy, "event_differs")
-    assert f"{sequence} is missing" in message
-    report = audited(copy)
-    assert report.divergence is not None and report.divergence.sequence == sequence
+    divergence = diverges(copy, "event_differs")
+    assert f"{sequence} is missing" in divergence.message and divergence.sequence == sequence
 
 
 def test_a_lease_shortened_before_an_event_makes_that_event_refused(copy: Path) -> None:
@@ -125,10 +123,10 @@ def test_a_lease_shortened_before_an_event_makes_that_event_refused(copy: Path) 
             "UPDATE leases SET expires_at_ns = ? WHERE attempt_id = ? AND purpose = 'reservation'",
             (int(str(reserved_at)) + 1, attempt_id),
         )
-    assert "lease_expired" in diverges(copy, "event_refused")
+    assert "lease_expired" in diverges(copy, "event_refused").message
 
 
-def test_a_selection_moved_to_another_observation_is_caught(copy: Path) -> None:
+def test_an_edited_selection_time_is_caught(copy: Path) -> None:
     ((slot_id,),) = rows(
         copy,
         "SELECT slot_id FROM selected_observations s JOIN observation_slots o ON o.id = s.slot_id "
@@ -140,7 +138,7 @@ def test_a_selection_moved_to_another_observation_is_caught(copy: Path) -> None:
             "WHERE slot_id = ?",
             (slot_id,),
         )
-    assert "table selections" in diverges(copy, "projection_differs")
+    assert "table selections" in diverges(copy, "projection_differs").message
 
 
 def test_a_decision_registered_without_a_slot_is_not_a_writer_history(copy: Path) -> None:
@@ -161,7 +159,8 @@ def test_a_decision_registered_without_a_slot_is_not_a_writer_history(copy: Path
                 decision.to_bytes().decode(),
             ),
         )
-    assert "belongs to no registered attempt slot" in diverges(copy, "registration_refused")
+    message = diverges(copy, "registration_refused").message
+    assert "belongs to no registered attempt slot" in message
 
 
 def test_an_unreadable_record_is_reported_not_skipped(copy: Path) -> None:
