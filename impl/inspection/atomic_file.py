@@ -21,11 +21,19 @@ from typing import BinaryIO, Final
 
 import attrs
 from runstore import durable
-from runstore.errors import DurabilityError, InvalidRecordError
+from runstore.errors import DurabilityError, InvalidRecordError, UnsafePathError
 
 _CREATE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_MODE: Final = 0o666  # narrowed by the umask, like any file the user creates
 TEMP_SUFFIX: Final = ".tmp"
+
+
+def refuse_inside_store(directory: str, root: str, what: str) -> None:
+    """``unsafe_path`` when ``directory`` resolves (links followed) to the store ``root``
+    or anything beneath it: outputs are never written into a store."""
+    resolved, store = os.path.realpath(directory), os.path.realpath(root)
+    if resolved == store or resolved.startswith(store.rstrip(os.sep) + os.sep):
+        raise UnsafePathError(f"{what} lies inside the store {root}")
 
 
 def temporary_name(name: str) -> str:

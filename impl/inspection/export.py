@@ -33,7 +33,7 @@ from runstore.errors import (
     InvalidRecordError,
     UnsafePathError,
 )
-from runstore.inspection.atomic_file import AtomicFiles
+from runstore.inspection.atomic_file import AtomicFiles, refuse_inside_store
 from runstore.inspection.export_rows import (
     ATTEMPT_COLUMNS,
     METRIC_COLUMNS,
@@ -123,9 +123,7 @@ def _output_directory(out_dir: str, root: str) -> str:
     """``out_dir`` made absolute, refused (``unsafe_path``) when it resolves (links
     followed) to the store root or anything beneath it, or exists but is no directory."""
     target = os.path.abspath(out_dir)
-    resolved, store = os.path.realpath(target), os.path.realpath(root)
-    if resolved == store or resolved.startswith(store.rstrip(os.sep) + os.sep):
-        raise UnsafePathError(f"the export directory {target} lies inside the store {root}")
+    refuse_inside_store(target, root, f"the export directory {target}")
     if os.path.lexists(target) and not os.path.isdir(target):
         raise UnsafePathError(f"the export directory {target} exists and is not a directory")
     return target

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from runstore.errors import InvalidRecordError, UnsafePathError
-from runstore.inspection.atomic_file import AtomicFiles
+from runstore.inspection.atomic_file import AtomicFiles, refuse_inside_store
 from runstore.inspection.reader import status
 from runstore.inspection.report import render_report
 from runstore.inspection.snapshot import Snapshot
@@ -46,9 +46,7 @@ def _target(snapshot: Snapshot, path: object, campaign: object, title: object) -
         raise InvalidRecordError(f"title must be one nonempty line, not {title!r:.80}")
     target = os.path.abspath(path)
     directory = os.path.dirname(target)
-    resolved, store = os.path.realpath(directory), os.path.realpath(snapshot.root)
-    if resolved == store or resolved.startswith(store.rstrip(os.sep) + os.sep):
-        raise UnsafePathError(f"the report {target} would lie inside the store {snapshot.root}")
+    refuse_inside_store(directory, snapshot.root, f"the report {target}")
     if not os.path.isdir(directory):
         raise UnsafePathError(f"the report's directory does not exist: {directory}")
     if os.path.islink(target) or os.path.isdir(target):
