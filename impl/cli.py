@@ -30,7 +30,11 @@ EXIT_STORE = 3
 EXIT_CONFLICT = 4
 EXIT_STOPPED = 130
 
-EXIT_BY_CODE = {"campaign_invalid": EXIT_USAGE, "registration_conflict": EXIT_CONFLICT}
+EXIT_BY_CODE = {
+    "campaign_invalid": EXIT_USAGE,
+    "executor_unavailable": EXIT_USAGE,
+    "registration_conflict": EXIT_CONFLICT,
+}
 """Error codes with their own exit status; every other store refusal exits 3."""
 
 app = typer.Typer(
@@ -39,7 +43,7 @@ app = typer.Typer(
     help=(
         "Run experiment and benchmark campaigns on a crash-safe run store.\n\n"
         "Exit statuses: 0 done (every slot satisfied), 1 some slots unsatisfied, "
-        "2 usage or campaign file error, 3 the store refused, 4 the campaign conflicts "
+        "2 usage, campaign file or executor error, 3 the store refused, 4 the campaign conflicts "
         "with the store, 130 stopped by a signal."
     ),
 )
@@ -68,8 +72,16 @@ def run(
     store: Store,
     init: Annotated[bool, typer.Option("--init", help="Create the store root if missing.")] = False,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", min=1, max=256, help="Workers at once.")
-    ] = os.cpu_count() or 1,
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            max=256,
+            help="Workers at once [default: the cores, or the Dask workers' threads].",
+            show_default=False,
+        ),
+    ] = None,
     resume: Annotated[
         bool,
         typer.Option(
@@ -84,12 +96,34 @@ def run(
             help="Retry slots whose attempts failed, up to this retry index.",
         ),
     ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor", help="Where workers run: local processes, or tasks on a Dask cluster."
+        ),
+    ] = "local",
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            help="With --executor dask: the scheduler's address (default: a new local cluster).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=256,
+            help="With --executor dask and no --scheduler: the local cluster's worker processes.",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Register CAMPAIGN's slots and run every unsatisfied one to a terminal outcome."""
     from runstore.runner.campaign_file import load_campaign
     from runstore.runner.coordinator import RunOptions, run_campaign
-    from runstore.runner.local import LocalExecutor
+    from runstore.runner.executors import open_executor
     from runstore.store import RunStore
     from runstore.store_root import create_root
 
@@ -99,9 +133,12 @@ def run(
         if init:
             create_root(root)
         reporter = cli_output.JsonLines() if as_json else cli_output.ProgressReporter()
-        options = RunOptions(jobs=jobs, resume=resume, retry_failed=retry_failed)
-        with RunStore.open(root) as opened, LocalExecutor(jobs) as executor, _stoppable() as stop:
-            summary = run_campaign(opened, loaded, executor, options, reporter, stop=stop)
+        chosen = open_executor(
+            executor, jobs=jobs, scheduler=scheduler, workers=workers, lease_ns=loaded.lease_ns
+        )
+        with chosen as (work, width), RunStore.open(root) as opened, _stoppable() as stop:
+            options = RunOptions(jobs=width, resume=resume, retry_failed=retry_failed)
+            summary = run_campaign(opened, loaded, work, options, reporter, stop=stop)
     if summary.stopped:
         raise typer.Exit(EXIT_STOPPED)
     raise typer.Exit(EXIT_UNSATISFIED if summary.unsatisfied else EXIT_OK)

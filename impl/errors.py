@@ -317,3 +317,11 @@ class InspectionUnstableError(RunStoreError):
     (a writer kept changing them), or the copy did not pass its checks."""
 
     code = "inspection_unstable"
+
+
+class ExecutorUnavailableError(RunStoreError):
+    """The chosen executor cannot be used: its optional extra is not installed, its
+    scheduler cannot be reached, has no worker, would re-run a task on its own, or a worker
+    runs another version of runstore. Nothing was registered or started."""
+
+    code = "executor_unavailable"

@@ -72,6 +72,9 @@ class WorkStatus(enum.Enum):
     UNSAFE_OUTPUT = "unsafe_output"
     """The command exited but its output directory holds something other than regular
     files and directories (a symbolic link, a device, a socket, a FIFO)."""
+    WORKER_LOST = "worker_lost"
+    """No result came back from the machine that ran it: the Dask worker died or the
+    scheduler dropped the task (``detail`` says which). The worker may have run."""
 
 
 @attrs.frozen(kw_only=True)

@@ -35,6 +35,7 @@ OUTPUT_TOO_LARGE: Final = "output_too_large"
 UNSAFE_OUTPUT: Final = "unsafe_output"
 INPUT_CHANGED: Final = "input_changed"
 CANCELLED: Final = "cancelled"
+WORKER_LOST: Final = "worker_lost"
 
 
 @attrs.frozen(kw_only=True)
@@ -86,6 +87,7 @@ def judge(
         WorkStatus.OUTPUT_TOO_LARGE: OUTPUT_TOO_LARGE,
         WorkStatus.UNSAFE_OUTPUT: UNSAFE_OUTPUT,
         WorkStatus.CANCELLED: CANCELLED,
+        WorkStatus.WORKER_LOST: WORKER_LOST,
     }[work.status]
     return Failure(code=code, details={"detail": text(work.detail or work.status.value)})
 

@@ -1,0 +1,319 @@
+"""The Dask executor: each work order runs as one Dask task on a worker of a cluster.
+
+Rules of this file: the coordinator's side of Dask; it never touches a store and knows
+nothing of attempts beyond the :class:`WorkOrder`. ``distributed`` is imported only here
+and in :mod:`runstore.runner.dask_task`, and only when a Dask executor is made, so the core
+install does not need it (``pip install 'runstore[dask]'``). Orders and results travel as
+values; only the coordinator publishes (SPEC.md section 15, "The Dask executor").
+
+Dask never runs a task twice on its own: every task is submitted with ``retries=0`` and
+the scheduler must have ``allowed-failures`` 0 (a task whose worker dies errs with
+``KilledWorker`` instead of being re-run), so any retry is an explicit store authorization.
+A cancel is delivered through the channel Variable that a background thread also beats;
+the task's watcher kills the worker's process group (:mod:`runstore.runner.dask_task`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import time
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, Final
+
+from runstore.errors import ExecutorUnavailableError
+from runstore.runner.dask_task import Channel, run_task, runstore_version
+from runstore.runner.executor import Executor, WorkHandle, WorkOrder, WorkResult, WorkStatus
+from runstore.runner.scratch_run import unrun
+
+CONNECT_TIMEOUT_S: Final = 10.0
+"""How long to try reaching a scheduler, and to wait for its first worker."""
+
+POLL_S: Final = 0.5
+"""How often a running task reads the channel."""
+
+
+def _allowed_failures(dask_scheduler: Any) -> int:
+    return int(dask_scheduler.allowed_failures)
+
+
+class DaskHandle:
+    """One order submitted to a :class:`DaskExecutor` (a :class:`WorkHandle`)."""
+
+    def __init__(self, executor: DaskExecutor, key: str, future: Any) -> None:
+        self.executor, self.key, self.future = executor, key, future
+        self.cancelled = False
+        self._result: WorkResult | None = None
+
+    def done(self) -> bool:
+        return self.cancelled or bool(self.future.done())
+
+    def result(self) -> WorkResult:
+        """The result; once cancelled before the task finished, CANCELLED (whatever the
+        task may still return). Raises RuntimeError if not done yet."""
+        if self.cancelled:
+            return unrun(WorkStatus.CANCELLED, "cancelled by the coordinator")
+        if not self.future.done():
+            raise RuntimeError(f"task {self.key} is not done")
+        if self._result is None:
+            self._result = _settled(self.future)
+        return self._result
+
+    def cancel(self) -> None:
+        """Tell the task (through the channel) to kill its worker's process group; from now
+        on the handle is done with a CANCELLED result. Nothing once the task finished."""
+        if self.cancelled or self.future.done():
+            return
+        self.cancelled = True
+        self.executor.cancel_key(self.key)
+
+
+def _settled(future: Any) -> WorkResult:
+    """A finished future's WorkResult; a task that erred or that the scheduler dropped is
+    WORKER_LOST with a one-line detail (never an exception)."""
+    from distributed.scheduler import KilledWorker
+
+    status = future.status
+    if status == "finished":
+        try:
+            value = future.result(timeout=CONNECT_TIMEOUT_S)
+        except Exception as error:
+            return unrun(WorkStatus.WORKER_LOST, f"result not fetched: {_one_line(error)}")
+        if isinstance(value, WorkResult):
+            return value
+        return unrun(WorkStatus.WORKER_LOST, f"the task returned a {type(value).__name__}")
+    if status == "error":
+        raised = future.exception(timeout=CONNECT_TIMEOUT_S)
+        if isinstance(raised, KilledWorker):
+            return unrun(WorkStatus.WORKER_LOST, "the Dask worker running it died")
+        return unrun(WorkStatus.WORKER_LOST, f"the Dask task failed: {_one_line(raised)}")
+    return unrun(WorkStatus.WORKER_LOST, f"the Dask scheduler dropped the task ({status})")
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}"[:300]
+
+
+class DaskExecutor:
+    """Runs orders as Dask tasks through ``client`` (owning ``cluster`` if given, closed
+    with it). A task whose coordinator stays silent for ``orphan_after_s`` kills its
+    worker (the CLI passes the campaign's lease duration: by then the lease is lost).
+    Use :func:`open_dask` to make one; :meth:`close` is idempotent."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        cluster: Any = None,
+        orphan_after_s: float,
+        kill_grace_s: float = 2.0,
+        poll_s: float = POLL_S,
+    ) -> None:
+        if not orphan_after_s > 0 or not poll_s > 0 or kill_grace_s < 0:
+            raise ValueError(
+                "orphan_after_s and poll_s must be positive, kill_grace_s not negative"
+            )
+        from distributed import Variable
+
+        self.client, self.cluster = client, cluster
+        self.orphan_after_s, self.kill_grace_s, self.poll_s = orphan_after_s, kill_grace_s, poll_s
+        self.name = f"runstore-channel-{secrets.token_hex(8)}"
+        self.beat_s = min(1.0, orphan_after_s / 4)
+        self._variable = Variable(self.name, client=client)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()  # a handle finished, or the channel must be published
+        self._cancelled: set[str] = set()
+        self._outstanding: dict[str, Any] = {}
+        self._beat = 0
+        self._closed = False
+        self.publish_failures = 0
+        self._publish()  # before any task can read it
+        self._stop = threading.Event()
+        self._publish_now = threading.Event()
+        self._beater = threading.Thread(target=self._beat_loop, name="runstore-beat", daemon=True)
+        self._beater.start()
+
+    def __enter__(self) -> DaskExecutor:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def threads(self) -> int:
+        """How many tasks the cluster runs at once now (its workers' threads)."""
+        return sum(self.client.nthreads().values())
+
+    def submit(self, order: WorkOrder) -> DaskHandle:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("submit on a closed DaskExecutor")
+        key = f"runstore-{order.key}-{secrets.token_hex(4)}"
+        channel = Channel(
+            name=self.name,
+            key=key,
+            orphan_after_s=self.orphan_after_s,
+            poll_s=self.poll_s,
+            kill_grace_s=self.kill_grace_s,
+            version=runstore_version(),
+        )
+        future = self.client.submit(run_task, order, channel, key=key, pure=False, retries=0)
+        with self._lock:
+            self._outstanding[key] = future
+        future.add_done_callback(lambda _: self._done(key))
+        return DaskHandle(self, key, future)
+
+    def wait(self, handles: Collection[WorkHandle], timeout_s: float) -> set[WorkHandle]:
+        """The done ones among ``handles`` once one is done or ``timeout_s`` passed.
+        Refuses (TypeError) a handle this executor did not make."""
+        for handle in handles:
+            if not isinstance(handle, DaskHandle) or handle.executor is not self:
+                raise TypeError(f"not a handle of this DaskExecutor: {handle!r}")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._wake.clear()
+            done: set[WorkHandle] = {handle for handle in handles if handle.done()}
+            remaining = deadline - time.monotonic()
+            if done or remaining <= 0:
+                return done
+            self._wake.wait(remaining)
+
+    def cancel_key(self, key: str) -> None:
+        """Add ``key`` to the channel's cancelled keys and publish at once."""
+        with self._lock:
+            self._cancelled.add(key)
+        self._publish_now.set()
+
+    def close(self) -> None:
+        """Publish ``closed`` (every running task kills its worker), wait a bounded time for
+        the tasks to end, then close the client and the cluster it owns; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        self._publish_now.set()
+        self._beater.join()
+        self._publish()
+        deadline = time.monotonic() + 2 * self.poll_s + self.kill_grace_s + 2.0
+        while self._outstanding and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(Exception):
+            self._variable.delete()
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def _done(self, key: str) -> None:
+        """A future's done callback (on the client's event loop thread)."""
+        with self._lock:
+            self._outstanding.pop(key, None)
+        self._wake.set()
+
+    def _beat_loop(self) -> None:
+        """Publish every ``beat_s``, and at once when a cancel asks; stop when closing."""
+        while True:
+            self._publish_now.wait(self.beat_s)
+            self._publish_now.clear()
+            if self._stop.is_set():
+                return
+            self._publish()
+
+    def _publish(self) -> None:
+        """Set the channel to the current beat, cancelled keys and closed flag. A failure
+        (scheduler unreachable) is counted, not raised: the tasks then see silence and the
+        orphan rule stops them; the store's fencing does not depend on the channel."""
+        with self._lock:
+            state = {
+                "beat": self._beat,
+                "cancelled": sorted(self._cancelled),
+                "closed": self._closed,
+            }
+            self._beat += 1
+        try:
+            self._variable.set(state)
+        except Exception:
+            self.publish_failures += 1
+
+
+def open_dask(scheduler: str | None, workers: int | None, *, orphan_after_s: float) -> DaskExecutor:
+    """A Dask executor on the scheduler at ``scheduler``, or on a new ``LocalCluster`` of
+    ``workers`` single-threaded worker processes (made with ``allowed-failures`` 0) when
+    ``scheduler`` is None. Refuses (:class:`ExecutorUnavailableError`) when the dask extra
+    is missing, the scheduler cannot be reached or has no worker within
+    :data:`CONNECT_TIMEOUT_S`, its ``allowed-failures`` is not 0, or a worker does not run
+    this runstore version; whatever was started is closed again."""
+    try:
+        import dask
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ExecutorUnavailableError(
+            "the dask executor needs the dask extra: pip install 'runstore[dask]'"
+        ) from None
+    cluster = None
+    client = None
+    try:
+        if scheduler is None:
+            count = 1 if workers is None else workers
+            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+                cluster = LocalCluster(
+                    n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0"
+                )
+            client = Client(cluster)
+        else:
+            client = _connect(Client, scheduler)
+        _check_cluster(client, scheduler or "the local cluster")
+        return DaskExecutor(client, cluster=cluster, orphan_after_s=orphan_after_s)
+    except BaseException:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        raise
+
+
+def _connect(client_type: Any, address: str) -> Any:
+    try:
+        return client_type(address, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise ExecutorUnavailableError(
+            f"cannot reach the Dask scheduler at {address}: {_one_line(error)}"
+        ) from None
+
+
+def _check_cluster(client: Any, where: str) -> None:
+    """Refuse a scheduler that re-runs tasks, or with no worker, or a worker that does
+    not run this runstore version."""
+    allowed = client.run_on_scheduler(_allowed_failures)
+    if allowed != 0:
+        raise ExecutorUnavailableError(
+            f"the Dask scheduler at {where} re-runs a task whose worker died "
+            f"(distributed.scheduler.allowed-failures is {allowed}); start it with "
+            "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0 so that every retry is an "
+            "explicit store authorization"
+        )
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+    except TimeoutError:
+        raise ExecutorUnavailableError(
+            f"the Dask scheduler at {where} has no worker after {CONNECT_TIMEOUT_S:g} s"
+        ) from None
+    mine = runstore_version()
+    try:
+        versions = client.run(runstore_version)
+    except Exception as error:
+        raise ExecutorUnavailableError(
+            f"a Dask worker of {where} cannot run runstore: {_one_line(error)}"
+        ) from None
+    for worker, version in sorted(versions.items()):
+        if version != mine:
+            raise ExecutorUnavailableError(
+                f"the Dask worker {worker} runs runstore {version}, this coordinator {mine}"
+            )
+
+
+if TYPE_CHECKING:
+    _IS_AN_EXECUTOR: type[Executor] = DaskExecutor
