@@ -4,7 +4,9 @@ the installed ``runstore`` console script run as a subprocess.
 The worker's behaviour is its first argument: ``ok`` (result.json with metrics),
 ``slow`` (ok after a seeded 0.2-0.6 s), ``fail`` (exit 3), ``hang`` (sleeps past its time
 limit), ``invalid`` (a result.json that is not JSON), ``missing`` (no result.json),
-``stream`` (every checkpoint's result.json). A warm-up exits 0 with no output.
+``stream`` (every checkpoint's result.json), ``stall`` (the first time for its pair: writes
+``<pid> <parent pid>`` to ``$STALL_MARKS/<candidate>-<problem>`` and sleeps 60 s; after that
+like ``ok``). A warm-up exits 0 with no output.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ WORKER = textwrap.dedent(
         sys.exit(3)
     if mode == "hang":
         time.sleep(60)
+    if mode == "stall":
+        mark = os.path.join(os.environ["STALL_MARKS"], key.replace("/", "-"))
+        if not os.path.exists(mark):
+            with open(mark + ".tmp", "w") as handle:
+                handle.write(f"{os.getpid()} {os.getppid()}")
+            os.rename(mark + ".tmp", mark)
+            time.sleep(60)
     if mode == "missing" or os.environ["RUNSTORE_ROLE"] == "warmup":
         sys.exit(0)
     if mode == "stream":
@@ -64,8 +73,10 @@ def write_campaign(
     timeout_seconds: int = 30,
     extra: str = "",
     settings: str = "",
+    env: dict[str, str] | None = None,
 ) -> Path:
-    """A campaign of ``candidates`` (name, worker mode) x ``problems``."""
+    """A campaign of ``candidates`` (name, worker mode) x ``problems``, each candidate with
+    ``env`` added to its worker's environment."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "worker.py").write_text(WORKER, encoding="utf-8")
     lines = [
@@ -81,6 +92,7 @@ def write_campaign(
             f'name = "{candidate}"',
             f'command = ["{{python}}", "worker.py", "{mode}"]',
             'files = ["worker.py"]',
+            *[f"env.{name} = {json.dumps(value)}" for name, value in (env or {}).items()],
         ]
         if mode == "hang":
             lines.append("timeout_seconds = 1")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,15 @@ def demo_store(
     campaign = Path(__file__).resolve().parents[1] / "examples" / "codecs" / "campaign.toml"
     done = runstore("run", str(campaign), "--store", str(store), "--init", timeout=300)
     return store, done
+
+
+# --- the Dask executor's tests (conformance/test_*dask*.py) --------------------------------
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler() -> Iterator[str]:
+    """The address of a session-wide LocalCluster (two workers, allowed-failures 0)."""
+    from dask_world import local_cluster
+
+    with local_cluster(2) as cluster:
+        yield str(cluster.scheduler_address)

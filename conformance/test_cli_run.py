@@ -217,3 +217,25 @@ def test_the_top_level_help_documents_the_exit_statuses() -> None:
     assert shown.returncode == 0
     for status in ("0 done", "1 some slots", "2 usage", "3 the store", "4 the campaign", "130"):
         assert status in " ".join(shown.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (("--scheduler", "tcp://127.0.0.1:8786"), "need --executor dask"),
+        (("--workers", "2"), "need --executor dask"),
+        (("--executor", "dask", "--scheduler", "tcp://127.0.0.1:1", "--workers", "2"), "sized"),
+        (("--executor", "threads"), "unknown executor 'threads'"),
+    ],
+)
+def test_contradictory_executor_options_are_refused_before_the_store_is_made(
+    tmp_path: Path, options: tuple[str, ...], named: str
+) -> None:
+    campaign = write_campaign(tmp_path / "c", [("ok", "ok")], ["p"])
+    store = tmp_path / "store"
+    refused = runstore("run", str(campaign), "--store", str(store), "--init", "--json", *options)
+    assert refused.returncode == 2, refused.stderr
+    (error,) = json_lines(refused.stdout)
+    assert error["error"] == "executor_unavailable"
+    assert named in str(error["message"])
+    assert not store.exists()

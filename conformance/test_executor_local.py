@@ -10,52 +10,20 @@ the whole file runs in a few seconds.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runstore.runner.executor import (
-    LOG_LIMIT_BYTES,
-    OUTPUT_LIMIT_BYTES,
-    WorkOrder,
-    WorkResult,
-    WorkStatus,
-)
+from executor_world import SLACK_S, gone, order, reaped, run, wait_for
+from runstore.runner.executor import WorkStatus
 from runstore.runner.local import LocalExecutor
 
 GRACE_S = 0.5
-SLACK_S = 2.0
-"""How late a kill may come on a busy machine before a test calls it missing."""
-
-
-def order(
-    script: str,
-    *args: str,
-    inputs: tuple[tuple[str, bytes], ...] = (),
-    env: tuple[tuple[str, str], ...] = (),
-    timeout_s: float = 20.0,
-    output_limit_bytes: int = OUTPUT_LIMIT_BYTES,
-    log_limit_bytes: int = LOG_LIMIT_BYTES,
-    command: tuple[str, ...] | None = None,
-) -> WorkOrder:
-    """``{python} -c SCRIPT ARGS...`` (the script's braces escaped, the arguments' kept)."""
-    escaped = textwrap.dedent(script).replace("{", "{{").replace("}", "}}")
-    return WorkOrder(
-        key="slot#0",
-        command=command if command is not None else ("{python}", "-c", escaped, *args),
-        env=env,
-        inputs=inputs,
-        timeout_ns=int(timeout_s * 1e9),
-        output_limit_bytes=output_limit_bytes,
-        log_limit_bytes=log_limit_bytes,
-    )
 
 
 @pytest.fixture
@@ -71,54 +39,6 @@ def executor(scratch: Path) -> Iterator[LocalExecutor]:
     with LocalExecutor(2, scratch_root=str(scratch), kill_grace_s=GRACE_S) as local:
         yield local
     assert list(scratch.iterdir()) == []
-
-
-def run(executor: LocalExecutor, work: WorkOrder) -> WorkResult:
-    handle = executor.submit(work)
-    assert executor.wait([handle], 30) == {handle}
-    return handle.result()
-
-
-def wait_for(path: Path, within_s: float = 10.0) -> str:
-    """The text of ``path`` once a worker has written it."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if path.exists() and (text := path.read_text()):
-            return text
-        time.sleep(0.01)
-    raise AssertionError(f"{path} never written")
-
-
-def gone(pid: int, within_s: float = SLACK_S) -> bool:
-    """Whether process ``pid`` is dead within ``within_s``. A zombie counts as dead: an
-    orphan is reparented to PID 1, which in a container may never reap it."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            if Path("/proc/self").exists():
-                return True
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            state = "R"
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.02)
-    return False
-
-
-@contextlib.contextmanager
-def reaped(pid_file: Path) -> Iterator[None]:
-    """Kill a grandchild the test failed to see killed, so it does not outlive the test."""
-    try:
-        yield
-    finally:
-        if pid_file.exists() and pid_file.read_text():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 SPAWN_GRANDCHILD = """

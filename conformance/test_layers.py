@@ -328,6 +328,20 @@ def test_the_store_is_loaded_on_first_use() -> None:
     assert output.strip() == "runstore.store"
 
 
+def test_dask_is_imported_only_when_a_dask_executor_is_made() -> None:
+    """The core install runs without the dask extra: the CLI, the runner and the local
+    executor never import dask or distributed."""
+    code = (
+        "import sys, runstore.cli, runstore.runner.coordinator, runstore.runner.executors, "
+        "runstore.runner.dask_executor, runstore.runner.dask_task, runstore.runner.local; "
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('dask', 'distributed')))"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
+    assert output.strip() == "[]"
+
+
 def test_the_public_vocabulary_is_importable_from_runstore() -> None:
     import runstore
 

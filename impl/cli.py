@@ -130,15 +130,16 @@ def run(
     with _errors(as_json):
         loaded = load_campaign(campaign)
         root = os.path.abspath(store)
-        if init:
-            create_root(root)
         reporter = cli_output.JsonLines() if as_json else cli_output.ProgressReporter()
         chosen = open_executor(
             executor, jobs=jobs, scheduler=scheduler, workers=workers, lease_ns=loaded.lease_ns
         )
-        with chosen as (work, width), RunStore.open(root) as opened, _stoppable() as stop:
-            options = RunOptions(jobs=width, resume=resume, retry_failed=retry_failed)
-            summary = run_campaign(opened, loaded, work, options, reporter, stop=stop)
+        with chosen as (work, width):
+            if init:
+                create_root(root)
+            with RunStore.open(root) as opened, _stoppable() as stop:
+                options = RunOptions(jobs=width, resume=resume, retry_failed=retry_failed)
+                summary = run_campaign(opened, loaded, work, options, reporter, stop=stop)
     if summary.stopped:
         raise typer.Exit(EXIT_STOPPED)
     raise typer.Exit(EXIT_UNSATISFIED if summary.unsatisfied else EXIT_OK)

@@ -19,6 +19,7 @@ import contextlib
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Final
 
@@ -32,10 +33,6 @@ CONNECT_TIMEOUT_S: Final = 10.0
 
 POLL_S: Final = 0.5
 """How often a running task reads the channel."""
-
-
-def _allowed_failures(dask_scheduler: Any) -> int:
-    return int(dask_scheduler.allowed_failures)
 
 
 class DaskHandle:
@@ -127,6 +124,7 @@ class DaskExecutor:
         self._wake = threading.Event()  # a handle finished, or the channel must be published
         self._cancelled: set[str] = set()
         self._outstanding: dict[str, Any] = {}
+        self._handles: weakref.WeakValueDictionary[str, DaskHandle] = weakref.WeakValueDictionary()
         self._beat = 0
         self._closed = False
         self.publish_failures = 0
@@ -164,7 +162,10 @@ class DaskExecutor:
         with self._lock:
             self._outstanding[key] = future
         future.add_done_callback(lambda _: self._done(key))
-        return DaskHandle(self, key, future)
+        handle = DaskHandle(self, key, future)
+        with self._lock:
+            self._handles[key] = handle
+        return handle
 
     def wait(self, handles: Collection[WorkHandle], timeout_s: float) -> set[WorkHandle]:
         """The done ones among ``handles`` once one is done or ``timeout_s`` passed.
@@ -188,12 +189,18 @@ class DaskExecutor:
         self._publish_now.set()
 
     def close(self) -> None:
-        """Publish ``closed`` (every running task kills its worker), wait a bounded time for
-        the tasks to end, then close the client and the cluster it owns; idempotent."""
+        """Cancel every handle still running and publish ``closed`` (every running task
+        kills its worker), wait a bounded time for the tasks to end, fetch the results of
+        finished handles not read yet (they stay readable), then close the client and the
+        cluster it owns; idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            handles = list(self._handles.values())
+        for handle in handles:
+            if not handle.done():
+                handle.cancelled = True
         self._stop.set()
         self._publish_now.set()
         self._beater.join()
@@ -201,6 +208,9 @@ class DaskExecutor:
         deadline = time.monotonic() + 2 * self.poll_s + self.kill_grace_s + 2.0
         while self._outstanding and time.monotonic() < deadline:
             time.sleep(0.05)
+        for handle in handles:
+            if not handle.cancelled:
+                handle.result()  # fetched while the client is still open
         with contextlib.suppress(Exception):
             self._variable.delete()
         self.client.close()
@@ -287,7 +297,8 @@ def _connect(client_type: Any, address: str) -> Any:
 def _check_cluster(client: Any, where: str) -> None:
     """Refuse a scheduler that re-runs tasks, or with no worker, or a worker that does
     not run this runstore version."""
-    allowed = client.run_on_scheduler(_allowed_failures)
+    # A lambda travels by value: the scheduler need not have runstore installed.
+    allowed = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.allowed_failures)
     if allowed != 0:
         raise ExecutorUnavailableError(
             f"the Dask scheduler at {where} re-runs a task whose worker died "

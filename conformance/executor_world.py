@@ -1,0 +1,100 @@
+"""Shared pieces of the executors' tests (conformance/test_executor_*.py).
+
+Work orders whose worker is ``{python} -c SCRIPT``, running one order to its result through
+any :class:`Executor`, and waiting on what a worker leaves behind: a file it writes, the
+death of a process it started. Nothing here knows which executor runs the order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from runstore.runner.executor import (
+    LOG_LIMIT_BYTES,
+    OUTPUT_LIMIT_BYTES,
+    Executor,
+    WorkOrder,
+    WorkResult,
+)
+
+SLACK_S = 2.0
+"""How late a kill may come on a busy machine before a test calls it missing."""
+
+
+def order(
+    script: str,
+    *args: str,
+    inputs: tuple[tuple[str, bytes], ...] = (),
+    env: tuple[tuple[str, str], ...] = (),
+    timeout_s: float = 20.0,
+    output_limit_bytes: int = OUTPUT_LIMIT_BYTES,
+    log_limit_bytes: int = LOG_LIMIT_BYTES,
+    command: tuple[str, ...] | None = None,
+    key: str = "slot#0",
+) -> WorkOrder:
+    """``{python} -c SCRIPT ARGS...`` (the script's braces escaped, the arguments' kept)."""
+    escaped = textwrap.dedent(script).replace("{", "{{").replace("}", "}}")
+    return WorkOrder(
+        key=key,
+        command=command if command is not None else ("{python}", "-c", escaped, *args),
+        env=env,
+        inputs=inputs,
+        timeout_ns=int(timeout_s * 1e9),
+        output_limit_bytes=output_limit_bytes,
+        log_limit_bytes=log_limit_bytes,
+    )
+
+
+def run(executor: Executor, work: WorkOrder) -> WorkResult:
+    """Submit ``work`` and wait (at most 30 s) for its result."""
+    handle = executor.submit(work)
+    assert executor.wait([handle], 30) == {handle}
+    return handle.result()
+
+
+def wait_for(path: Path, within_s: float = 10.0) -> str:
+    """The text of ``path`` once a worker has written it."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if path.exists() and (text := path.read_text()):
+            return text
+        time.sleep(0.01)
+    raise AssertionError(f"{path} never written")
+
+
+def gone(pid: int, within_s: float = SLACK_S) -> bool:
+    """Whether process ``pid`` is dead within ``within_s``. A zombie counts as dead: an
+    orphan is reparented to PID 1, which in a container may never reap it."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            if Path("/proc/self").exists():
+                return True
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            state = "R"
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@contextlib.contextmanager
+def reaped(pid_file: Path) -> Iterator[None]:
+    """Kill a process the test failed to see killed, so it does not outlive the test."""
+    try:
+        yield
+    finally:
+        if pid_file.exists() and pid_file.read_text():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
