@@ -8,6 +8,7 @@ death of a process it started. Nothing here knows which executor runs the order.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import textwrap
@@ -21,6 +22,7 @@ from runstore.runner.executor import (
     Executor,
     WorkOrder,
     WorkResult,
+    WorkStatus,
 )
 
 SLACK_S = 2.0
@@ -98,3 +100,54 @@ def reaped(pid_file: Path) -> Iterator[None]:
         if pid_file.exists() and pid_file.read_text():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+SEEING_SCRIPT = """
+    import json, os, sys
+    from pathlib import Path
+    out = Path(os.environ["RUNSTORE_OUTPUT_DIR"])
+    (out / "nested" / "deeper").mkdir(parents=True)
+    (out / "nested" / "deeper" / "data.bin").write_bytes(bytes(range(256)))
+    seen = {
+        "argv": sys.argv[1:],
+        "cwd": os.getcwd(),
+        "executable": sys.executable,
+        "parent": os.getppid(),
+        "env": {k: os.environ.get(k) for k in ("RUNSTORE_WORK_DIR", "RUNSTORE_OUTPUT_DIR",
+                                               "RUNSTORE_PARAMETERS", "EXTRA")},
+        "inputs": {p: Path(p).read_bytes().hex() for p in ("params.json", "dir/sub/b.bin")},
+        "entries": sorted(os.listdir(out / "..")),
+    }
+    (out / "result.json").write_text(json.dumps(seen))
+    sys.stdout.buffer.write(b"to stdout\\n")
+    sys.stderr.buffer.write(b"to stderr \\x00\\xff")
+"""
+
+
+def check_exited_worker(executor: Executor) -> dict[str, object]:
+    """Run a worker that reports what it saw, check the contract every executor keeps
+    (outputs, logs, inputs, environment, placeholders filled on the worker's side, the
+    working directory, unnamed logs) and return what it saw (``work_dir`` included) for
+    the executor's own checks."""
+    inputs = (("params.json", b'{"n": 1}'), ("dir/sub/b.bin", b"\x00\x01\xfe\xff"))
+    env = (("RUNSTORE_PARAMETERS", '{"n":1}'), ("EXTRA", "yes"))
+    args = ("{work_dir}", "{output_dir}", "{{x}}", "a{{b}}c{python}", "}}{{")
+    result = run(executor, order(SEEING_SCRIPT, *args, inputs=inputs, env=env))
+
+    assert (result.status, result.exit_code, result.detail) == (WorkStatus.EXITED, 0, "")
+    assert (result.stdout, result.stderr) == (b"to stdout\n", b"to stderr \x00\xff")
+    assert not result.stdout_truncated and not result.stderr_truncated
+    assert result.duration_ns > 0
+    assert [path for path, _ in result.outputs] == ["nested/deeper/data.bin", "result.json"]
+    assert result.outputs[0][1] == bytes(range(256))
+    seen = json.loads(result.outputs[1][1])
+    work_dir, output_dir = seen["env"]["RUNSTORE_WORK_DIR"], seen["env"]["RUNSTORE_OUTPUT_DIR"]
+    assert seen["argv"] == [work_dir, output_dir, "{x}", "a{b}c" + seen["executable"], "}{"]
+    assert Path(work_dir).is_absolute() and Path(work_dir).name == "work"
+    assert Path(output_dir) == Path(work_dir).parent / "output"
+    assert Path(work_dir).parent.name.startswith("runstore-work-")
+    assert os.path.realpath(seen["cwd"]) == os.path.realpath(work_dir)
+    assert seen["env"]["RUNSTORE_PARAMETERS"] == '{"n":1}' and seen["env"]["EXTRA"] == "yes"
+    assert seen["inputs"] == {path: data.hex() for path, data in inputs}
+    assert seen["entries"] == ["output", "work"]  # the logs are unnamed
+    return {**seen, "work_dir": work_dir}

@@ -30,6 +30,7 @@ from runner_world import SECOND, Clock, campaign
 from runstore.errors import RunStoreError
 from runstore.requests import FirstAttempt
 from runstore.runner import attempt
+from runstore.runner.campaign import Campaign
 from runstore.runner.coordinator import LOST, RunOptions, register, run_campaign
 from runstore.runner.dask_executor import open_dask
 from runstore.runner.executor import WorkStatus
@@ -121,13 +122,18 @@ STALL_SCRIPT = (
 )
 
 
+def one_stalling_slot(tmp_path: Path) -> tuple[str, Path, Campaign]:
+    """A new store root, the worker's pid file and a one-slot campaign of STALL_SCRIPT."""
+    root = str(tmp_path / "store")
+    create_root(root)
+    stalling = campaign(("a",), ("p",), command=("{python}", "-c", STALL_SCRIPT))
+    return root, tmp_path / "pid", stalling
+
+
 def test_a_result_returned_after_the_lease_was_lost_is_refused_by_the_guard(
     tmp_path: Path, dask_scheduler: str
 ) -> None:
-    root = str(tmp_path / "store")
-    create_root(root)
-    pid_file = tmp_path / "pid"
-    plan = campaign(("a",), ("p",), command=("{python}", "-c", STALL_SCRIPT))
+    root, pid_file, plan = one_stalling_slot(tmp_path)
     clock = Clock()
     with RunStore.open(root) as store, open_dask(dask_scheduler, None, orphan_after_s=30) as dask:
         plans, _ = register(store, plan)
@@ -173,10 +179,7 @@ class JumpingClock(Clock):
 def test_a_coordinator_that_loses_its_lease_cancels_the_dask_task(
     tmp_path: Path, dask_scheduler: str
 ) -> None:
-    root = str(tmp_path / "store")
-    create_root(root)
-    pid_file = tmp_path / "pid"
-    plan = campaign(("a",), ("p",), command=("{python}", "-c", STALL_SCRIPT))
+    root, pid_file, plan = one_stalling_slot(tmp_path)
     (candidate,) = plan.candidates
     env = (("PID_FILE", str(pid_file)), ("SLEEP_S", "60"))
     stalling = attrs.evolve(plan, candidates=(attrs.evolve(candidate, env=env),))

@@ -15,6 +15,7 @@ the task's watcher kills the worker's process group (:mod:`runstore.runner.dask_
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import secrets
 import threading
@@ -36,31 +37,31 @@ POLL_S: Final = 0.5
 
 
 class DaskHandle:
-    """One order submitted to a :class:`DaskExecutor` (a :class:`WorkHandle`)."""
+    """One order submitted to a :class:`DaskExecutor` (a :class:`WorkHandle`). It is done
+    once its result was fetched from the worker (by the executor's fetch threads, off the
+    coordinator's thread) or once it was cancelled."""
 
     def __init__(self, executor: DaskExecutor, key: str, future: Any) -> None:
         self.executor, self.key, self.future = executor, key, future
         self.cancelled = False
-        self._result: WorkResult | None = None
+        self.fetched: WorkResult | None = None
 
     def done(self) -> bool:
-        return self.cancelled or bool(self.future.done())
+        return self.cancelled or self.fetched is not None
 
     def result(self) -> WorkResult:
-        """The result; once cancelled before the task finished, CANCELLED (whatever the
-        task may still return). Raises RuntimeError if not done yet."""
+        """The result; once cancelled before it was fetched, CANCELLED (whatever the task
+        may still return). Raises RuntimeError if not done yet."""
         if self.cancelled:
             return unrun(WorkStatus.CANCELLED, "cancelled by the coordinator")
-        if not self.future.done():
+        if self.fetched is None:
             raise RuntimeError(f"task {self.key} is not done")
-        if self._result is None:
-            self._result = _settled(self.future)
-        return self._result
+        return self.fetched
 
     def cancel(self) -> None:
         """Tell the task (through the channel) to kill its worker's process group; from now
-        on the handle is done with a CANCELLED result. Nothing once the task finished."""
-        if self.cancelled or self.future.done():
+        on the handle is done with a CANCELLED result. Nothing once the result is here."""
+        if self.cancelled or self.fetched is not None:
             return
         self.cancelled = True
         self.executor.cancel_key(self.key)
@@ -124,6 +125,7 @@ class DaskExecutor:
         self._wake = threading.Event()  # a handle finished, or the channel must be published
         self._cancelled: set[str] = set()
         self._outstanding: dict[str, Any] = {}
+        self._fetcher = concurrent.futures.ThreadPoolExecutor(4, "runstore-fetch")
         self._handles: weakref.WeakValueDictionary[str, DaskHandle] = weakref.WeakValueDictionary()
         self._beat = 0
         self._closed = False
@@ -159,12 +161,12 @@ class DaskExecutor:
             version=runstore_version(),
         )
         future = self.client.submit(run_task, order, channel, key=key, pure=False, retries=0)
-        with self._lock:
-            self._outstanding[key] = future
-        future.add_done_callback(lambda _: self._done(key))
         handle = DaskHandle(self, key, future)
         with self._lock:
+            self._outstanding[key] = future
             self._handles[key] = handle
+        # Dask runs done callbacks on one shared thread: the fetch goes to our own pool.
+        future.add_done_callback(lambda _: self._fetcher.submit(self._fetch, handle))
         return handle
 
     def wait(self, handles: Collection[WorkHandle], timeout_s: float) -> set[WorkHandle]:
@@ -189,10 +191,10 @@ class DaskExecutor:
         self._publish_now.set()
 
     def close(self) -> None:
-        """Cancel every handle still running and publish ``closed`` (every running task
-        kills its worker), wait a bounded time for the tasks to end, fetch the results of
-        finished handles not read yet (they stay readable), then close the client and the
-        cluster it owns; idempotent."""
+        """Cancel every handle not done and publish ``closed`` (every running task kills its
+        worker), wait a bounded time for the tasks to end and for the fetches under way
+        (fetched results stay readable), then close the client and the cluster it owns;
+        idempotent."""
         with self._lock:
             if self._closed:
                 return
@@ -208,20 +210,23 @@ class DaskExecutor:
         deadline = time.monotonic() + 2 * self.poll_s + self.kill_grace_s + 2.0
         while self._outstanding and time.monotonic() < deadline:
             time.sleep(0.05)
-        for handle in handles:
-            if not handle.cancelled:
-                handle.result()  # fetched while the client is still open
+        self._fetcher.shutdown(wait=True)  # every fetch ends before the client closes
         with contextlib.suppress(Exception):
             self._variable.delete()
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
 
-    def _done(self, key: str) -> None:
-        """A future's done callback (on the client's event loop thread)."""
-        with self._lock:
-            self._outstanding.pop(key, None)
-        self._wake.set()
+    def _fetch(self, handle: DaskHandle) -> None:
+        """Fetch a finished task's result (a fetch thread), then wake :meth:`wait`."""
+        try:
+            handle.fetched = _settled(handle.future)
+        except Exception as error:  # a handle must always finish; the attempt then fails
+            handle.fetched = unrun(WorkStatus.WORKER_LOST, f"not fetched: {_one_line(error)}")
+        finally:
+            with self._lock:
+                self._outstanding.pop(handle.key, None)
+            self._wake.set()
 
     def _beat_loop(self) -> None:
         """Publish every ``beat_s``, and at once when a cancel asks; stop when closing."""
