@@ -208,13 +208,14 @@ def test_a_coordinator_that_loses_its_lease_cancels_the_dask_task(
 
 
 def test_a_killed_dask_worker_fails_its_attempt_once_and_only_an_authorized_retry_reruns_it(
-    tmp_path: Path, stall_marks: Path
+    tmp_path: Path, stall_marks: Path, dask_scheduler: str
 ) -> None:
     folder = tmp_path / "c"
     env = {"STALL_MARKS": str(stall_marks)}
     campaign_file = write_campaign(folder, [("ok", "ok"), ("st", "stall")], ["p"], env=env)
     store = tmp_path / "store"
-    dask = ("--executor", "dask", "--workers", "2")
+    # The session's cluster: its nanny restarts the killed worker for the later runs.
+    dask = ("--executor", "dask", "--scheduler", dask_scheduler, "-j", "2")
     process = start("run", str(campaign_file), "--store", str(store), "--init", "--json", *dask)
     ((_, (pid, dask_worker)),) = marks(stall_marks, 1).items()
     os.kill(dask_worker, signal.SIGKILL)  # the Dask worker process running the stalled task
@@ -309,14 +310,12 @@ def test_a_killed_coordinator_leaves_orphans_that_stop_and_resume_finishes_witho
 # --- the same results through either executor -------------------------------------------------
 
 
-def test_local_and_dask_executors_store_the_same_results_and_artifacts(
-    tmp_path: Path, dask_scheduler: str
-) -> None:
+def test_local_and_dask_executors_store_the_same_results_and_artifacts(tmp_path: Path) -> None:
     campaign_file = write_campaign(tmp_path / "c", [("a", "ok"), ("b", "ok")], ["p", "q", "r"])
     stored = {}
     for name, options in {
         "local": ("-j", "2"),
-        "dask": ("--executor", "dask", "--scheduler", dask_scheduler),
+        "dask": ("--executor", "dask", "--workers", "1"),  # a local cluster the run makes
     }.items():
         store = tmp_path / name
         done = runstore("run", str(campaign_file), "--store", str(store), "--init", *options)

@@ -560,7 +560,7 @@ def test_open_dask_refuses_a_scheduler_that_reruns_tasks() -> None:
     from dask_world import local_cluster
 
     with (
-        local_cluster(1, allowed_failures=3) as cluster,
+        local_cluster(0, allowed_failures=3) as cluster,  # refused before any worker counts
         pytest.raises(ExecutorUnavailableError) as refusal,
     ):
         open_dask(cluster.scheduler_address, None, orphan_after_s=ORPHAN_S)
