@@ -18,7 +18,7 @@ from runstore.crashsim.__main__ import main
 from runstore.crashsim.campaign import Point, Selector, check_prefix, points_of, run_campaign
 from runstore.crashsim.faulty import changing_path, early_registration, split_reserve
 from runstore.crashsim.scenarios import FULL_IN_SUBSET, PUBLICATIONS, RECOVERIES, SCENARIOS
-from runstore.crashsim.suite import default_directory, run_suite
+from runstore.crashsim.suite import SAMPLE_OPEN, default_directory, run_suite
 from runstore.crashsim.tracer import CRASH_EXIT, normalize
 from runstore.crashsim.verify import object_problem
 from runstore.model.state import ModelState
@@ -44,8 +44,13 @@ def test_representative_subset_passes() -> None:
     assert suite.failures == 0 and suite.mismatches == 0, problems
     for campaign in suite.campaigns:
         assert campaign.crashes > 0
-        if campaign.scenario in FULL_IN_SUBSET:
+        if campaign.scenario == "init":  # all opening, every boundary
             assert campaign.crashes == campaign.boundaries
+        elif campaign.scenario in FULL_IN_SUBSET:  # every step boundary, opening sampled
+            opening = [r.k for r in campaign.results if r.operation.startswith("step 0 ")]
+            steps = {r.k for r in campaign.results if not r.operation.startswith("step 0 ")}
+            assert len(opening) == SAMPLE_OPEN
+            assert steps == set(range(min(steps), campaign.boundaries))
     # Every publication campaign crashes at its landmarks: each syscall of the compound
     # steps (the rename, then each parent sync), outcome construction, the terminal commit.
     publications = {s.name for s in PUBLICATIONS}

@@ -432,4 +432,5 @@ SCENARIOS: Final[dict[str, Scenario]] = {
 """Every campaign of the catalog, by name."""
 
 FULL_IN_SUBSET: Final = ("init", "commit_accepted")
-"""The scenarios the representative subset runs at every boundary."""
+"""The scenarios the representative subset crashes at every boundary of their steps (and
+of opening only for ``init``, which is all opening; see :mod:`runstore.crashsim.suite`)."""
