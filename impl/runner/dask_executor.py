@@ -165,8 +165,7 @@ class DaskExecutor:
         with self._lock:
             self._outstanding[key] = future
             self._handles[key] = handle
-        # Dask runs done callbacks on one shared thread: the fetch goes to our own pool.
-        future.add_done_callback(lambda _: self._fetcher.submit(self._fetch, handle))
+        future.add_done_callback(lambda _: self._on_done(handle))
         return handle
 
     def wait(self, handles: Collection[WorkHandle], timeout_s: float) -> set[WorkHandle]:
@@ -217,10 +216,22 @@ class DaskExecutor:
         if self.cluster is not None:
             self.cluster.close()
 
-    def _fetch(self, handle: DaskHandle) -> None:
-        """Fetch a finished task's result (a fetch thread), then wake :meth:`wait`."""
+    def _on_done(self, handle: DaskHandle) -> None:
+        """A future's done callback. Dask runs them all on one shared thread, so the fetch
+        goes to this executor's own pool; once :meth:`close` shut that down, every handle
+        not done was cancelled and nothing is fetched."""
         try:
-            handle.fetched = _settled(handle.future)
+            self._fetcher.submit(self._fetch, handle)
+        except RuntimeError:  # the pool is shut down: closing
+            with self._lock:
+                self._outstanding.pop(handle.key, None)
+
+    def _fetch(self, handle: DaskHandle) -> None:
+        """Fetch a finished task's result (a fetch thread; nothing for a cancelled handle),
+        then wake :meth:`wait`."""
+        try:
+            if not handle.cancelled:
+                handle.fetched = _settled(handle.future)
         except Exception as error:  # a handle must always finish; the attempt then fails
             handle.fetched = unrun(WorkStatus.WORKER_LOST, f"not fetched: {_one_line(error)}")
         finally:
