@@ -151,3 +151,23 @@ def check_exited_worker(executor: Executor) -> dict[str, object]:
     assert seen["inputs"] == {path: data.hex() for path, data in inputs}
     assert seen["entries"] == ["output", "work"]  # the logs are unnamed
     return {**seen, "work_dir": work_dir}
+
+
+def check_non_zero_exit(executor: Executor) -> None:
+    """A worker that writes an output and exits 3: EXITED with its code, outputs kept."""
+    script = """
+        import os, sys
+        open(os.path.join(os.environ["RUNSTORE_OUTPUT_DIR"], "partial.txt"), "wb").write(b"p")
+        sys.exit(3)
+    """
+    result = run(executor, order(script))
+    assert (result.status, result.exit_code) == (WorkStatus.EXITED, 3)
+    assert result.outputs == (("partial.txt", b"p"),)
+
+
+def check_cancel_after_done(executor: Executor) -> None:
+    """A cancel after the handle is done changes nothing: the result stays EXITED."""
+    handle = executor.submit(order("print('hi')"))
+    assert executor.wait([handle], 30) == {handle}
+    handle.cancel()
+    assert (handle.result().status, handle.result().stdout) == (WorkStatus.EXITED, b"hi\n")

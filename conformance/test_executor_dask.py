@@ -30,7 +30,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from executor_world import SLACK_S, check_exited_worker, gone, order, reaped, run, wait_for
+from executor_world import (
+    SLACK_S,
+    check_cancel_after_done,
+    check_exited_worker,
+    check_non_zero_exit,
+    gone,
+    order,
+    reaped,
+    run,
+    wait_for,
+)
 from runstore.errors import ExecutorUnavailableError
 from runstore.runner import dask_task
 from runstore.runner.dask_task import CANCELLED_DETAIL, Channel, runstore_version
@@ -97,14 +107,7 @@ def test_exited_worker_returns_outputs_logs_and_saw_inputs_env_and_placeholders(
 
 
 def test_non_zero_exit_still_returns_its_outputs(executor: DaskExecutor) -> None:
-    script = """
-        import os, sys
-        open(os.path.join(os.environ["RUNSTORE_OUTPUT_DIR"], "partial.txt"), "wb").write(b"p")
-        sys.exit(3)
-    """
-    result = run(executor, order(script))
-    assert (result.status, result.exit_code) == (WorkStatus.EXITED, 3)
-    assert result.outputs == (("partial.txt", b"p"),)
+    check_non_zero_exit(executor)
 
 
 def test_time_limit_kills_the_worker(executor: DaskExecutor, tmp_path: Path) -> None:
@@ -247,10 +250,7 @@ def test_cancel_of_a_running_and_of_a_queued_order(executor: DaskExecutor, tmp_p
 
 
 def test_cancel_after_the_task_finished_changes_nothing(executor: DaskExecutor) -> None:
-    handle = executor.submit(order("print('hi')"))
-    assert executor.wait([handle], 30) == {handle}
-    handle.cancel()
-    assert (handle.result().status, handle.result().stdout) == (WorkStatus.EXITED, b"hi\n")
+    check_cancel_after_done(executor)
 
 
 def test_close_kills_a_running_order(dask_scheduler: str, tmp_path: Path) -> None:

@@ -18,7 +18,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from executor_world import SLACK_S, check_exited_worker, gone, order, reaped, run, wait_for
+from executor_world import (
+    SLACK_S,
+    check_cancel_after_done,
+    check_exited_worker,
+    check_non_zero_exit,
+    gone,
+    order,
+    reaped,
+    run,
+    wait_for,
+)
 from runstore.runner.executor import WorkStatus
 from runstore.runner.local import LocalExecutor
 
@@ -59,14 +69,7 @@ def test_exited_worker_returns_outputs_logs_and_saw_inputs_env_and_placeholders(
 
 
 def test_non_zero_exit_still_returns_its_outputs(executor: LocalExecutor) -> None:
-    script = """
-        import os, sys
-        open(os.path.join(os.environ["RUNSTORE_OUTPUT_DIR"], "partial.txt"), "wb").write(b"p")
-        sys.exit(3)
-    """
-    result = run(executor, order(script))
-    assert (result.status, result.exit_code) == (WorkStatus.EXITED, 3)
-    assert result.outputs == (("partial.txt", b"p"),)
+    check_non_zero_exit(executor)
 
 
 def test_death_by_its_own_signal_is_exited_with_a_negative_code(executor: LocalExecutor) -> None:
@@ -148,10 +151,7 @@ def test_cancel_of_a_running_and_of_a_queued_order(scratch: Path, tmp_path: Path
 
 
 def test_cancel_after_the_result_is_built_changes_nothing(executor: LocalExecutor) -> None:
-    handle = executor.submit(order("print('hi')"))
-    assert executor.wait([handle], 30) == {handle}
-    handle.cancel()
-    assert (handle.result().status, handle.result().stdout) == (WorkStatus.EXITED, b"hi\n")
+    check_cancel_after_done(executor)
 
 
 def test_close_kills_running_workers_and_cancels_queued_ones(scratch: Path, tmp_path: Path) -> None:

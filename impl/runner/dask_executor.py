@@ -267,9 +267,10 @@ class DaskExecutor:
 
 def open_dask(scheduler: str | None, workers: int | None, *, orphan_after_s: float) -> DaskExecutor:
     """A Dask executor on the scheduler at ``scheduler``, or on a new ``LocalCluster`` of
-    ``workers`` single-threaded worker processes (made with ``allowed-failures`` 0) when
-    ``scheduler`` is None. Refuses (:class:`ExecutorUnavailableError`) when the dask extra
-    is missing, the scheduler cannot be reached or has no worker within
+    ``workers`` single-threaded worker processes (made with ``allowed-failures`` 0 and
+    ``worker-saturation`` 1.0) when ``scheduler`` is None. Refuses
+    (:class:`ExecutorUnavailableError`) when the dask extra is missing, the scheduler
+    cannot be reached or has no worker within
     :data:`CONNECT_TIMEOUT_S`, its ``allowed-failures`` is not 0, or a worker does not run
     this runstore version; whatever was started is closed again."""
     try:
@@ -284,7 +285,13 @@ def open_dask(scheduler: str | None, workers: int | None, *, orphan_after_s: flo
     try:
         if scheduler is None:
             count = 1 if workers is None else workers
-            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            # No re-run of a task whose worker died; no task sent to a busy worker while
+            # another is idle (one task per worker thread, the rest wait at the scheduler).
+            settings = {
+                "distributed.scheduler.allowed-failures": 0,
+                "distributed.scheduler.worker-saturation": 1.0,
+            }
+            with dask.config.set(settings):
                 cluster = LocalCluster(
                     n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0"
                 )
