@@ -67,9 +67,11 @@ def demo_store(
 # --- the Dask executor's tests (conformance/test_*dask*.py) --------------------------------
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dask_scheduler() -> Iterator[str]:
-    """The address of a session-wide LocalCluster (two workers, allowed-failures 0)."""
+    """The address of a LocalCluster (two workers, allowed-failures 0) for one test file.
+    Not for the session: an idle cluster's event loop (in this process) and workers take
+    about a fifth of a core, and the GIL, from every test that runs after it."""
     from dask_world import local_cluster
 
     with local_cluster(2) as cluster:

@@ -1,4 +1,4 @@
-"""Shared pieces of the Dask executor's tests: one local cluster for the session.
+"""Shared pieces of the Dask executor's tests: a local cluster per test file.
 
 The cluster is a ``LocalCluster`` of two single-threaded worker processes made with
 ``distributed.scheduler.allowed-failures`` 0 and ``worker-saturation`` 1.0 (as

@@ -12,7 +12,7 @@
   the same content-addressed observation artifacts.
 
 The coordinator runs in process or as the installed console script; the cluster is the
-session's (``dask_scheduler``) or one the console script starts (``--workers``).
+file's (``dask_scheduler``) or one the console script starts (``--workers``).
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def test_a_killed_dask_worker_fails_its_attempt_once_and_only_an_authorized_retr
     env = {"STALL_MARKS": str(stall_marks)}
     campaign_file = write_campaign(folder, [("ok", "ok"), ("st", "stall")], ["p"], env=env)
     store = tmp_path / "store"
-    # The session's cluster: its nanny restarts the killed worker for the later runs.
+    # The file's cluster: its nanny restarts the killed worker for the later runs.
     dask = ("--executor", "dask", "--scheduler", dask_scheduler, "-j", "2")
     process = start("run", str(campaign_file), "--store", str(store), "--init", "--json", *dask)
     ((_, (pid, dask_worker)),) = marks(stall_marks, 1).items()

@@ -1,6 +1,6 @@
 """The Dask executor (:mod:`runstore.runner.dask_executor`, :mod:`runstore.runner.dask_task`).
 
-Against the session's local cluster (``dask_scheduler``: two single-threaded worker
+Against the file's local cluster (``dask_scheduler``: two single-threaded worker
 processes, ``allowed-failures`` 0), reached by address as a coordinator reaches a real
 scheduler: the executor contract (outputs, logs, inputs, environment and placeholders seen
 by the worker; non-zero exits; the time limit; OUTPUT_TOO_LARGE, UNSAFE_OUTPUT and
