@@ -17,6 +17,7 @@ file's (``dask_scheduler``) or one the console script starts (``--workers``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -26,6 +27,7 @@ from pathlib import Path
 import attrs
 import pytest
 from cli_world import json_lines, query, runstore, start, write_campaign
+from executor_world import gone
 from runner_world import SECOND, Clock, campaign
 from runstore.errors import RunStoreError
 from runstore.requests import FirstAttempt
@@ -44,21 +46,10 @@ SLACK_S = 10.0
 the 2 s grace, start-up noise)."""
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def gone_within(pids: list[int], seconds: float) -> bool:
+    """Whether every process of ``pids`` is dead (a zombie counts) within ``seconds``."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not any(alive(pid) for pid in pids):
-            return True
-        time.sleep(0.1)
-    return False
+    return all(gone(pid, max(0.05, deadline - time.monotonic())) for pid in pids)
 
 
 def marks(directory: Path, count: int, within_s: float = 60.0) -> dict[str, tuple[int, int]]:
@@ -85,9 +76,8 @@ def stall_marks(tmp_path: Path) -> Iterator[Path]:
     yield directory
     for path in directory.iterdir():
         if not path.name.endswith(".tmp"):
-            pid = int(path.read_text().split()[0])
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(path.read_text().split()[0]), signal.SIGKILL)
 
 
 def accepted(store: Path) -> dict[str, str]:
@@ -217,10 +207,9 @@ def test_a_killed_dask_worker_fails_its_attempt_once_and_only_an_authorized_retr
     # The file's cluster: its nanny restarts the killed worker for the later runs.
     dask = ("--executor", "dask", "--scheduler", dask_scheduler, "-j", "2")
     process = start("run", str(campaign_file), "--store", str(store), "--init", "--json", *dask)
-    ((_, (pid, dask_worker)),) = marks(stall_marks, 1).items()
+    ((_, (_, dask_worker)),) = marks(stall_marks, 1).items()
     os.kill(dask_worker, signal.SIGKILL)  # the Dask worker process running the stalled task
     out, err = process.communicate(timeout=120)
-    os.kill(pid, signal.SIGKILL)  # its orphaned command: the watcher died with the worker
     assert process.returncode == 1, err
     finished = {
         str(event["candidate"]): event

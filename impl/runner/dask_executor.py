@@ -20,7 +20,6 @@ import contextlib
 import secrets
 import threading
 import time
-import weakref
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Final
 
@@ -124,9 +123,10 @@ class DaskExecutor:
         self._lock = threading.Lock()
         self._wake = threading.Event()  # a handle finished, or the channel must be published
         self._cancelled: set[str] = set()
-        self._outstanding: dict[str, Any] = {}
+        self._unsettled: dict[str, DaskHandle] = {}
+        """Handles whose task has not finished, or whose result is still being fetched."""
         self._fetcher = concurrent.futures.ThreadPoolExecutor(4, "runstore-fetch")
-        self._handles: weakref.WeakValueDictionary[str, DaskHandle] = weakref.WeakValueDictionary()
+        self.version = runstore_version()
         self._beat = 0
         self._closed = False
         self.publish_failures = 0
@@ -158,13 +158,12 @@ class DaskExecutor:
             orphan_after_s=self.orphan_after_s,
             poll_s=self.poll_s,
             kill_grace_s=self.kill_grace_s,
-            version=runstore_version(),
+            version=self.version,
         )
         future = self.client.submit(run_task, order, channel, key=key, pure=False, retries=0)
         handle = DaskHandle(self, key, future)
         with self._lock:
-            self._outstanding[key] = future
-            self._handles[key] = handle
+            self._unsettled[key] = handle
         future.add_done_callback(lambda _: self._on_done(handle))
         return handle
 
@@ -198,8 +197,8 @@ class DaskExecutor:
             if self._closed:
                 return
             self._closed = True
-            handles = list(self._handles.values())
-        for handle in handles:
+            unsettled = list(self._unsettled.values())
+        for handle in unsettled:
             if not handle.done():
                 handle.cancelled = True
         self._stop.set()
@@ -207,7 +206,7 @@ class DaskExecutor:
         self._beater.join()
         self._publish()
         deadline = time.monotonic() + 2 * self.poll_s + self.kill_grace_s + 2.0
-        while self._outstanding and time.monotonic() < deadline:
+        while self._unsettled and time.monotonic() < deadline:
             time.sleep(0.05)
         self._fetcher.shutdown(wait=True)  # every fetch ends before the client closes
         with contextlib.suppress(Exception):
@@ -224,7 +223,7 @@ class DaskExecutor:
             self._fetcher.submit(self._fetch, handle)
         except RuntimeError:  # the pool is shut down: closing
             with self._lock:
-                self._outstanding.pop(handle.key, None)
+                self._unsettled.pop(handle.key, None)
 
     def _fetch(self, handle: DaskHandle) -> None:
         """Fetch a finished task's result (a fetch thread; nothing for a cancelled handle),
@@ -236,7 +235,7 @@ class DaskExecutor:
             handle.fetched = unrun(WorkStatus.WORKER_LOST, f"not fetched: {_one_line(error)}")
         finally:
             with self._lock:
-                self._outstanding.pop(handle.key, None)
+                self._unsettled.pop(handle.key, None)
             self._wake.set()
 
     def _beat_loop(self) -> None:

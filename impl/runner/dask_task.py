@@ -13,6 +13,7 @@ lost the scheduler: its lease is lost, so nothing this task returns can be publi
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import threading
 import time
@@ -28,9 +29,11 @@ ReadChannel = Callable[[float], object]
 cannot (scheduler unreachable, no value yet)."""
 
 
+@functools.cache
 def runstore_version() -> str:
     """This machine's installed runstore distribution version ("unknown" when runstore
-    runs from a source tree that was never installed)."""
+    runs from a source tree that was never installed), read once per process: every task
+    checks it."""
     try:
         return importlib.metadata.version("runstore")
     except importlib.metadata.PackageNotFoundError:
