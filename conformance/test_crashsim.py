@@ -1,9 +1,11 @@
 """The crash simulator: the representative subset passes, the exhaustive campaign passes
-(nightly), and the simulator has teeth.
+(nightly), and the simulator has teeth, by both crash methods.
 
-Each campaign forks: a child prepares the fixture, a child records the reference run, and
-one trial child per crash point copies the fixture, crashes a grandchild at that point with
-``os._exit`` and verifies what survived against the model.
+Each campaign forks: a child prepares the fixture, a child records the reference run; then
+either one trial child per crash point copies the fixture, crashes a grandchild at that
+point with ``os._exit`` and verifies what survived (the kill method), or one child runs the
+scenario stopping at each point while the parent photographs the store, and a trial child
+verifies each distinct photograph (the image method, the default).
 """
 
 from __future__ import annotations
@@ -15,16 +17,33 @@ from pathlib import Path
 import pytest
 from runstore import objects
 from runstore.crashsim.__main__ import main
-from runstore.crashsim.campaign import Point, Selector, check_prefix, points_of, run_campaign
+from runstore.crashsim.campaign import (
+    METHODS,
+    Method,
+    Point,
+    Selector,
+    check_prefix,
+    points_of,
+    run_campaign,
+)
 from runstore.crashsim.faulty import changing_path, early_registration, split_reserve
-from runstore.crashsim.scenarios import FULL_IN_SUBSET, PUBLICATIONS, RECOVERIES, SCENARIOS
-from runstore.crashsim.suite import SAMPLE_OPEN, default_directory, run_suite
+from runstore.crashsim.scenarios import (
+    FULL_IN_SUBSET,
+    OPENING_SCENARIOS,
+    PUBLICATIONS,
+    RECOVERIES,
+    SCENARIOS,
+)
+from runstore.crashsim.suite import SAMPLE_OPENING, default_directory, run_suite
 from runstore.crashsim.tracer import CRASH_EXIT, normalize
 from runstore.crashsim.verify import object_problem
 from runstore.model.state import ModelState
 from runstore.testing.publishing import Payload
 
-SUMMARY = re.compile(r"^scenarios=\d+ boundaries=\d+ crashes=\d+ failures=\d+ seconds=[\d.]+$")
+SUMMARY = re.compile(
+    r"^scenarios=\d+ boundaries=\d+ crashes=\d+ images=\d+ failures=\d+ seconds=[\d.]+ "
+    r"points_per_second=[\d.]+$"
+)
 
 
 def _step_points(seen: list[Point]) -> Selector:
@@ -44,12 +63,17 @@ def test_representative_subset_passes() -> None:
     assert suite.failures == 0 and suite.mismatches == 0, problems
     for campaign in suite.campaigns:
         assert campaign.crashes > 0
+        assert 0 < campaign.images <= campaign.crashes
+        opening = [r.k for r in campaign.results if r.operation.startswith("step 0 ")]
+        steps = {r.k for r in campaign.results if not r.operation.startswith("step 0 ")}
         if campaign.scenario == "init":  # all opening, every boundary
             assert campaign.crashes == campaign.boundaries
-        elif campaign.scenario in FULL_IN_SUBSET:  # every step boundary, opening sampled
-            opening = [r.k for r in campaign.results if r.operation.startswith("step 0 ")]
-            steps = {r.k for r in campaign.results if not r.operation.startswith("step 0 ")}
-            assert len(opening) == SAMPLE_OPEN
+        elif campaign.scenario in OPENING_SCENARIOS:  # opening an existing store, sampled
+            assert SAMPLE_OPENING <= campaign.crashes < campaign.boundaries
+            assert not steps
+        else:  # opening is crashed by the opening campaigns only
+            assert not opening
+        if campaign.scenario in FULL_IN_SUBSET and campaign.scenario not in OPENING_SCENARIOS:
             assert steps == set(range(min(steps), campaign.boundaries))
     # Every publication campaign crashes at its landmarks: each syscall of the compound
     # steps (the rename, then each parent sync), outcome construction, the terminal commit.
@@ -83,14 +107,20 @@ def test_every_boundary_of_every_scenario_survives_process_death() -> None:
     problems = [(c.scenario, c.problem, c.failures, c.mismatches) for c in suite.campaigns]
     assert suite.failures == 0 and suite.mismatches == 0, problems
     for campaign in suite.campaigns:
-        assert campaign.crashes == campaign.boundaries > 0
+        if campaign.scenario in OPENING_SCENARIOS:
+            assert campaign.crashes == campaign.boundaries > 0
+        else:  # every step boundary, none of opening's
+            crashed = [r.k for r in campaign.results]
+            assert crashed == list(range(crashed[0], campaign.boundaries))
+            assert not any(r.operation.startswith("step 0 ") for r in campaign.results)
     print(suite.summary())
 
 
-def test_a_split_transaction_fails_between_its_two_commits() -> None:
+@pytest.mark.parametrize("method", METHODS)
+def test_a_split_transaction_fails_between_its_two_commits(method: Method) -> None:
     seen: list[Point] = []
     result = run_campaign(
-        split_reserve(), _step_points(seen), jobs=3, directory=default_directory()
+        split_reserve(), _step_points(seen), jobs=2, directory=default_directory(), method=method
     )
     assert result.problem is None and not result.mismatches
     step = [p for p in seen if p.op_index == 1]
@@ -108,10 +138,15 @@ def test_a_split_transaction_fails_between_its_two_commits() -> None:
     assert result.crashes == len(step)
 
 
-def test_registering_before_the_rename_fails_until_the_object_is_there() -> None:
+@pytest.mark.parametrize("method", METHODS)
+def test_registering_before_the_rename_fails_until_the_object_is_there(method: Method) -> None:
     seen: list[Point] = []
     result = run_campaign(
-        early_registration(), _step_points(seen), jobs=3, directory=default_directory()
+        early_registration(),
+        _step_points(seen),
+        jobs=2,
+        directory=default_directory(),
+        method=method,
     )
     assert result.problem is None and not result.mismatches
     step = [p for p in seen if p.op_index == 1]
@@ -177,11 +212,18 @@ def test_completed_objects_must_verify_under_their_address(tmp_path: Path) -> No
     assert "unexpected hidden entry" in str(object_problem(str(tmp_path), projection))
 
 
-def test_a_changing_path_is_a_prefix_mismatch_and_not_counted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", METHODS)
+def test_a_changing_path_is_a_prefix_mismatch_and_not_counted(
+    tmp_path: Path, method: Method
+) -> None:
     seen: list[Point] = []
     marker = f"{tmp_path}/marker"
     result = run_campaign(
-        changing_path(marker), _step_points(seen), jobs=3, directory=default_directory()
+        changing_path(marker),
+        _step_points(seen),
+        jobs=2,
+        directory=default_directory(),
+        method=method,
     )
     assert result.problem is None and not result.failures
     chosen = [p for p in seen if p.op_index > 0]

@@ -1,11 +1,13 @@
-"""``python -m runstore.crashsim [--exhaustive] [--scenario NAME] [--seed N]``.
+"""``python -m runstore.crashsim [--exhaustive] [--scenario NAME] [--seed N] [--jobs N]
+[--method image|kill] [--profile]``.
 
 Rules of this file: argument parsing and printing only; the work is
 :func:`runstore.crashsim.suite.run_suite`. Prints one line per campaign, every failure and
-prefix mismatch in full, and ends with the summary line
-``scenarios=A boundaries=B crashes=C failures=D seconds=E``. Exit status: 0 when all is
-well, 1 on any failure, 2 when there is no failure but some crash point changed its
-execution path (a prefix mismatch, which cannot count as tested).
+prefix mismatch in full, with ``--profile`` the table of where the time went, and ends
+with the summary line ``scenarios=A boundaries=B crashes=C images=I failures=D seconds=E
+points_per_second=F``. Exit status: 0 when all is well, 1 on any failure, 2 when there is
+no failure but some crash point changed its execution path (a prefix mismatch, which
+cannot count as tested).
 """
 
 from __future__ import annotations
@@ -13,11 +15,19 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 
-from runstore.crashsim.campaign import CampaignResult
+from runstore.crashsim.campaign import METHODS, CampaignResult
+from runstore.crashsim.equivalence import compare_methods
 from runstore.crashsim.faulty import FAULTY_NAMES, faulty_scenarios
-from runstore.crashsim.scenarios import SCENARIOS
-from runstore.crashsim.suite import failure_lines, run_suite
+from runstore.crashsim.scenarios import FULL_IN_SUBSET, SCENARIOS, Scenario
+from runstore.crashsim.suite import (
+    default_directory,
+    default_jobs,
+    failure_lines,
+    run_suite,
+    selector,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,9 +47,29 @@ def main(argv: list[str] | None = None) -> int:
         f"({', '.join(FAULTY_NAMES)}) are available only by name",
     )
     parser.add_argument("--seed", type=int, default=0, help="the subset's sampling seed")
-    parser.add_argument("--jobs", type=int, default=None, help="trials run at once")
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="trials run at once (default: the core count)"
+    )
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="image",
+        help="image: run each scenario once and check a copy of the store at each point "
+        "(default); kill: one process killed with os._exit per point",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="print where the campaigns' time went"
+    )
+    parser.add_argument(
+        "--compare-methods",
+        action="store_true",
+        help="instead of checking, crash the chosen points by both methods and compare "
+        "what each leaves (runstore.crashsim.equivalence)",
+    )
     parser.add_argument("--directory", default=None, help="where copies are made")
     args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     with tempfile.TemporaryDirectory(prefix="runstore-crashsim-markers-") as markers:
         return _run(parser, args, markers)
 
@@ -51,11 +81,16 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, markers: str
     if unknown:
         parser.error(f"unknown scenario {', '.join(unknown)}; known: {', '.join(catalog)}")
 
+    if args.compare_methods:
+        return _compare(args, [catalog[name] for name in names])
+
     def report(result: CampaignResult) -> None:
         print(
             f"{result.scenario}: boundaries={result.boundaries} crashes={result.crashes} "
             f"failures={len(result.failures) + (1 if result.problem else 0)} "
-            f"mismatches={len(result.mismatches)} seconds={result.seconds:.1f}",
+            f"mismatches={len(result.mismatches)} images={result.images} "
+            f"seconds={result.seconds:.1f} "
+            f"points_per_second={result.crashes / max(result.seconds, 1e-9):.1f}",
             flush=True,
         )
         for line in failure_lines(result):
@@ -67,14 +102,45 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, markers: str
         seed=args.seed,
         jobs=args.jobs,
         directory=args.directory,
+        method=args.method,
         report=report,
     )
+    if args.profile:
+        for line in suite.phases.table("time by phase (trial phases summed over trials)"):
+            print(line)
     if suite.mismatches:
         print(f"prefix mismatches (not counted as crashes): {suite.mismatches}")
     print(suite.summary(), flush=True)
     if suite.failures:
         return 1
     return 2 if suite.mismatches else 0
+
+
+def _compare(args: argparse.Namespace, scenarios: list[Scenario]) -> int:
+    started = time.monotonic()
+    compared = different = 0
+    for scenario in scenarios:
+        comparison = compare_methods(
+            scenario,
+            selector(scenario, args.exhaustive, args.seed, FULL_IN_SUBSET),
+            jobs=args.jobs or default_jobs(),
+            directory=args.directory or default_directory(),
+        )
+        compared += comparison.compared
+        different += len(comparison.differences)
+        print(
+            f"{scenario.name}: compared={comparison.compared} distinct={comparison.distinct} "
+            f"differences={len(comparison.differences)}",
+            flush=True,
+        )
+        for line in comparison.differences:
+            print(f"DIFFERENCE scenario={scenario.name} {line}", flush=True)
+    seconds = time.monotonic() - started
+    print(
+        f"scenarios={len(scenarios)} compared={compared} differences={different} "
+        f"seconds={seconds:.1f}"
+    )
+    return 1 if different else 0
 
 
 if __name__ == "__main__":

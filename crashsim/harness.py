@@ -15,10 +15,11 @@ stage names, lease ids and traces agree across the fixture, the reference and ea
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Callable, Container, Sequence
 from typing import Final, TypeVar
 
-from runstore import RunStore, staging
+from runstore import RunStore, schema_check, staging
 from runstore import model as m
 from runstore.crashsim.scenarios import Scenario, Step
 from runstore.crashsim.tracer import Tracer
@@ -128,14 +129,36 @@ def prepare_fixture(scenario: Scenario, run: ModelRun, root: str) -> int:
     return COMPLETED
 
 
+def warm() -> None:
+    """Prepare the campaign's parent before it forks: compute what every child would
+    otherwise compute again on its first store open (the schema's expected fingerprint),
+    and seed SQLite's process-wide random generator (it seeds itself from the system on
+    first use and is inherited by ``fork``), so that every child draws the same values: the
+    salts SQLite writes into WAL headers are then the same in every execution, and two
+    runs of a scenario leave byte-identical stores."""
+    schema_check.expected_fingerprint()
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.execute("SELECT randomblob(16)").fetchall()
+    finally:
+        connection.close()
+
+
 def run_traced(
-    scenario: Scenario, run: ModelRun, root: str, trace_path: str, crash_at: int | None
+    scenario: Scenario,
+    run: ModelRun,
+    root: str,
+    trace_path: str,
+    crash_at: int | None,
+    pause: Callable[[int], None] | None = None,
+    pause_at: Container[int] = (),
 ) -> int:
     """Child body: run the scenario on ``root`` under a tracer writing ``trace_path``,
-    stopping the process at boundary ``crash_at``. Returns COMPLETED or FAILED."""
+    stopping the process at boundary ``crash_at`` (pausing through ``pause`` at each of
+    ``pause_at``). Returns COMPLETED or FAILED."""
     staging.install_token_source(StageTokens(run.step_tokens))
     fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
-    tracer = Tracer(fd, root, crash_at)
+    tracer = Tracer(fd, root, crash_at, pause, pause_at)
     try:
         with tracer:
             _run_steps(scenario.steps, run, root, tracer)

@@ -61,7 +61,8 @@ def run(function: Callable[[], int], error_path: str | None = None) -> int:
 
 
 class Pool:
-    """Runs at most ``jobs`` children at a time; :meth:`wait_any` reaps one of them."""
+    """Runs at most ``jobs`` children at a time; :meth:`wait_any` and :meth:`reap`
+    reap one of them."""
 
     def __init__(self, jobs: int) -> None:
         self.jobs = max(1, jobs)
@@ -85,8 +86,16 @@ class Pool:
     def wait_any(self) -> tuple[object, int]:
         """Block until a child ends; returns its tag and exit status."""
         while True:
-            for fd, _ in self._poll.poll():
-                pid, tag = self._fds.pop(fd)
-                self._poll.unregister(fd)
-                os.close(fd)
-                return tag, wait(pid)
+            ended = self.reap(None)
+            if ended is not None:
+                return ended
+
+    def reap(self, timeout_ms: int | None = 0) -> tuple[object, int] | None:
+        """One ended child's tag and exit status, waiting at most ``timeout_ms`` (forever
+        when None); None when none ended by then."""
+        for fd, _ in self._poll.poll(timeout_ms):
+            pid, tag = self._fds.pop(fd)
+            self._poll.unregister(fd)
+            os.close(fd)
+            return tag, wait(pid)
+        return None

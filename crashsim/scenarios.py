@@ -288,6 +288,9 @@ ALL_EDGES = (
 )
 
 
+REOPEN: Final = "reopen"
+
+
 def _scenario(name: str, setup: tuple[Step, ...], *steps: Step) -> Scenario:
     return Scenario(name=name, setup=setup, steps=steps)
 
@@ -389,6 +392,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
     scenario.name: scenario
     for scenario in (
         Scenario(name="init", setup=(), steps=(), initialized=False),
+        Scenario(name=REOPEN, setup=PUBLISHED_OBSERVED, steps=()),
         _scenario("register_one_shot", (), register()),
         _scenario("reserve", REGISTERED, reserve(A, FirstAttempt(), "reservation-a", 1_000)),
         _scenario("advance", RESERVED, *path(A, ALL_EDGES, 1_100)),
@@ -434,3 +438,8 @@ SCENARIOS: Final[dict[str, Scenario]] = {
 FULL_IN_SUBSET: Final = ("init", "commit_accepted")
 """The scenarios the representative subset crashes at every boundary of their steps (and
 of opening only for ``init``, which is all opening; see :mod:`runstore.crashsim.suite`)."""
+OPENING_SCENARIOS: Final = ("init", REOPEN)
+"""The campaigns that crash opening: creating a store (``init``) and opening an existing
+one that holds attempts, artifacts and objects (``reopen``). Every other campaign crashes
+only its steps: opening an existing store is the same path whatever the store holds (it
+reads and writes nothing of the store's content), so crashing it once is enough."""

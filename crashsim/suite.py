@@ -1,13 +1,15 @@
 """Running several campaigns: the representative subset or every boundary, and the summary.
 
-Rules of this file: the choice of crash points lives here. The exhaustive suite crashes
-at every boundary of every scenario. The representative subset crashes every boundary of
-the crash-tested steps of the scenarios in :data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`
-(all of ``init``, which is nothing but opening: creating a store), and for the others a
-seeded sample of them that always includes the boundaries around each COMMIT. Opening an
-existing store (the fixture) is the same path in every other scenario, several hundred
-boundaries each: the subset crashes a seeded sample of 8 of them per scenario (about 200 across the
-subset, different in each), and only the exhaustive suite crashes all of them.
+Rules of this file: the choice of crash points lives here. Opening is crashed by the two
+opening campaigns only (:data:`~runstore.crashsim.scenarios.OPENING_SCENARIOS`: creating a
+store, ``init``, and opening an existing one, ``reopen``); every other campaign crashes
+its steps and never its opening, which is the same path whatever the store holds. The
+exhaustive suite crashes every boundary of the opening campaigns and every step boundary
+of the others. The representative subset crashes every boundary of ``init``, a seeded
+sample of ``reopen``'s (:data:`SAMPLE_OPENING`, with every filesystem boundary of its
+probes), every step boundary of the scenarios in
+:data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`, and for the others a seeded sample of
+step boundaries that always includes the boundaries around each COMMIT.
 For the publication scenarios (``resume`` set) and the recovery scenarios (a ``recover``
 step) the sample also always includes the
 *landmarks* of the steps: both boundaries of every filesystem operation (each syscall of
@@ -17,7 +19,7 @@ registration and the terminal projection's rows), so outcome construction, the r
 the terminal commit are crashed at every default run.
 The work directory defaults to ``/dev/shm`` where it exists: the campaigns simulate
 process death, not power loss, so the page cache is part of what survives and a tmpfs
-gives the same answers without waiting for the disk.
+gives the same answers without waiting for the disk. ``jobs`` defaults to the core count.
 """
 
 from __future__ import annotations
@@ -28,10 +30,17 @@ import time
 from collections.abc import Callable, Sequence
 
 import attrs
-from runstore.crashsim.campaign import CampaignResult, Point, Selector, run_campaign
-from runstore.crashsim.scenarios import FULL_IN_SUBSET, RECOVER_STEP, SCENARIOS, Scenario
+from runstore.crashsim.campaign import CampaignResult, Method, Point, Selector, run_campaign
+from runstore.crashsim.scenarios import (
+    FULL_IN_SUBSET,
+    OPENING_SCENARIOS,
+    RECOVER_STEP,
+    SCENARIOS,
+    Scenario,
+)
+from runstore.crashsim.timing import Phases
 
-SAMPLE_OPEN = 8
+SAMPLE_OPENING = 48
 SAMPLE_STEPS = 24
 
 
@@ -48,12 +57,28 @@ class SuiteResult:
     def mismatches(self) -> int:
         return sum(len(c.mismatches) for c in self.campaigns)
 
+    @property
+    def crashes(self) -> int:
+        return sum(c.crashes for c in self.campaigns)
+
+    @property
+    def points_per_second(self) -> float:
+        return self.crashes / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def phases(self) -> Phases:
+        total = Phases()
+        for campaign in self.campaigns:
+            total.add(campaign.phases)
+        return total
+
     def summary(self) -> str:
         boundaries = sum(c.boundaries for c in self.campaigns)
-        crashes = sum(c.crashes for c in self.campaigns)
+        images = sum(c.images for c in self.campaigns)
         return (
-            f"scenarios={len(self.campaigns)} boundaries={boundaries} crashes={crashes} "
-            f"failures={self.failures} seconds={self.seconds:.1f}"
+            f"scenarios={len(self.campaigns)} boundaries={boundaries} crashes={self.crashes} "
+            f"images={images} failures={self.failures} seconds={self.seconds:.1f} "
+            f"points_per_second={self.points_per_second:.1f}"
         )
 
 
@@ -67,26 +92,32 @@ def landmark(point: Point) -> bool:
 
 
 def sampler(seed: int, name: str, landmarks: bool = False, every_step: bool = False) -> Selector:
-    """The subset's seeded choice of crash points for scenario ``name`` (with every
-    :func:`landmark` when ``landmarks``, every step boundary when ``every_step``)."""
+    """The subset's seeded choice of crash points for scenario ``name``: for an opening
+    campaign (no steps), :data:`SAMPLE_OPENING` boundaries and every filesystem boundary;
+    else step boundaries only, with every :func:`landmark` when ``landmarks`` and every
+    step boundary when ``every_step``."""
 
     def select(points: Sequence[Point]) -> list[int]:
         rng = random.Random(f"{seed}:{name}")
-        opening = [p.k for p in points if p.op_index == 0]
         steps = [p.k for p in points if p.op_index > 0]
+        if not steps:
+            chosen = set(rng.sample(range(len(points)), min(SAMPLE_OPENING, len(points))))
+            return sorted(chosen | {p.k for p in points if p.entry[3] == "fs"})
         around_commits = [
             p.k for p in points if p.op_index > 0 and p.entry[3:] == ["sql", "COMMIT"]
         ]
-        chosen = set(rng.sample(opening, min(SAMPLE_OPEN, len(opening))))
-        chosen |= set(steps if every_step else rng.sample(steps, min(SAMPLE_STEPS, len(steps))))
+        chosen = set(steps if every_step else rng.sample(steps, min(SAMPLE_STEPS, len(steps))))
         chosen |= set(around_commits)
-        if not steps:  # a scenario that is all opening (initialization)
-            chosen |= set(rng.sample(opening, min(SAMPLE_OPEN + SAMPLE_STEPS, len(opening))))
         if landmarks:
             chosen |= {p.k for p in points if landmark(p)}
         return sorted(chosen)
 
     return select
+
+
+def steps_only(points: Sequence[Point]) -> list[int]:
+    """Every step boundary (none of opening's)."""
+    return [p.k for p in points if p.op_index > 0]
 
 
 def _landmarked(scenario: Scenario) -> bool:
@@ -99,7 +130,21 @@ def default_directory() -> str | None:
 
 
 def default_jobs() -> int:
-    return (os.cpu_count() or 1) + 1
+    return os.cpu_count() or 1
+
+
+def selector(
+    scenario: Scenario, exhaustive: bool, seed: int, full: Sequence[str]
+) -> Selector | None:
+    """The crash points of ``scenario``'s campaign (None: every boundary)."""
+    opening = scenario.name in OPENING_SCENARIOS
+    if exhaustive:
+        return None if opening else steps_only
+    if opening and scenario.name in full:
+        return None
+    return sampler(
+        seed, scenario.name, landmarks=_landmarked(scenario), every_step=scenario.name in full
+    )
 
 
 def run_suite(
@@ -110,30 +155,21 @@ def run_suite(
     full: Sequence[str] = FULL_IN_SUBSET,
     jobs: int | None = None,
     directory: str | None = None,
+    method: Method = "image",
     report: Callable[[CampaignResult], None] | None = None,
 ) -> SuiteResult:
-    """Run each scenario's campaign (the whole catalog when None): at every boundary when
-    ``exhaustive`` or the scenario is all opening (``init``); at every step boundary and a
-    seeded sample of opening's when it is in ``full``; else at the seeded sample."""
+    """Run each scenario's campaign (the whole catalog when None) at the points
+    :func:`selector` chooses, by ``method``."""
     started = time.monotonic()
     chosen = list(SCENARIOS.values()) if scenarios is None else list(scenarios)
     results = []
     for scenario in chosen:
-        select = (
-            None
-            if exhaustive or (scenario.name in full and not scenario.steps)
-            else sampler(
-                seed,
-                scenario.name,
-                landmarks=_landmarked(scenario),
-                every_step=scenario.name in full,
-            )
-        )
         result = run_campaign(
             scenario,
-            select,
+            selector(scenario, exhaustive, seed, full),
             jobs=jobs or default_jobs(),
             directory=directory or default_directory(),
+            method=method,
         )
         if report is not None:
             report(result)

@@ -15,7 +15,9 @@ nothing):
 Targets are normalized (the store root becomes ``$ROOT``, the random probe suffix ``*``)
 so that traces of runs on different copies compare equal. With ``crash_at=k`` the tracer
 writes boundary ``k`` and then calls ``os._exit(CRASH_EXIT)``: no destructors, no
-rollback, no flushing of anything but the trace.
+rollback, no flushing of anything but the trace. With ``pause`` it writes each boundary in
+``pause_at`` and then calls ``pause(k)``, which returns when the process may go on (the
+image method's stop, :mod:`runstore.crashsim.images`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Container
 from typing import Final, Literal
 
 from runstore import durable, sql
@@ -46,10 +49,19 @@ class Tracer:
     boundary ``crash_at`` (never when it is None). Use as a context manager: entering
     installs both observers, leaving restores the previous ones."""
 
-    def __init__(self, fd: int, root: str, crash_at: int | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        root: str,
+        crash_at: int | None = None,
+        pause: Callable[[int], None] | None = None,
+        pause_at: Container[int] = (),
+    ) -> None:
         self._fd = fd
         self._root = root
         self._crash_at = crash_at
+        self._pause = pause
+        self._pause_at = pause_at
         self._next = 0
         self._previous: tuple[durable.Observer | None, sql.Observer | None] = (None, None)
 
@@ -80,6 +92,8 @@ class Tracer:
         self._write(["b", k, phase, kind, normalize(text, self._root)])
         if k == self._crash_at:
             os._exit(CRASH_EXIT)
+        if self._pause is not None and k in self._pause_at:
+            self._pause(k)
 
     def _write(self, entry: Entry) -> None:
         data = (json.dumps(entry) + "\n").encode()

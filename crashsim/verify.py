@@ -26,6 +26,7 @@ from runstore import model as m
 from runstore.audit.projection import Projection, model_projection, store_projection
 from runstore.crashsim.continuation import Resumption, continue_as_user
 from runstore.crashsim.recovered import recover_in_lockstep
+from runstore.crashsim.timing import Phases
 from runstore.enums import ArtifactKind
 from runstore.errors import RunStoreError
 from runstore.probes import PROBE_PREFIX
@@ -50,17 +51,20 @@ def verify(
     acceptable: Acceptable,
     resumption: Resumption | None = None,
     published: Collection[str] = (),
+    phases: Phases | None = None,
 ) -> Verdict:
     """Reopen ``root`` and check it against ``acceptable``, then continue as a user would
     (through ``resumption`` when given). Each of the ``published`` store paths that has an
-    artifact row must exist on disk."""
+    artifact row must exist on disk. Time spent is added to ``phases`` when given."""
+    timing = phases if phases is not None else Phases()
     copy = f"{root}-resumed"
     if resumption is not None:
-        shutil.copytree(root, copy, symlinks=True)
-    verdict = _verify_once(root, acceptable, None, published)
+        with timing.measure("resume copy"):
+            shutil.copytree(root, copy, symlinks=True)
+    verdict = _verify_once(root, acceptable, None, published, timing)
     if not verdict.ok or resumption is None:
         return verdict
-    resumed = _verify_once(copy, acceptable, resumption, published)
+    resumed = _verify_once(copy, acceptable, resumption, published, timing)
     if not resumed.ok:
         return attrs.evolve(resumed, detail=f"resuming instead: {resumed.detail}")
     return attrs.evolve(verdict, detail=f"{verdict.detail}; resuming instead: {resumed.detail}")
@@ -71,19 +75,22 @@ def _verify_once(
     acceptable: Acceptable,
     resumption: Resumption | None,
     published: Collection[str],
+    timing: Phases,
 ) -> Verdict:
     try:
-        store = RunStore.open(root)
+        with timing.measure("reopen"):
+            store = RunStore.open(root)
     except RunStoreError as error:
         return Verdict(ok=False, detail=f"reopening the store failed: {error}")
     try:
-        return _check_open_store(store, acceptable, resumption, published)
+        return _check_open_store(store, acceptable, resumption, published, timing)
     except Diverged as error:
         return Verdict(ok=False, detail=str(error))
     except Exception as error:  # a crash of the checker is a finding, not a pass
         return Verdict(ok=False, detail=f"verification raised {error!r}")
     finally:
-        store.close()
+        with timing.measure("close"):
+            store.close()
 
 
 def _check_open_store(
@@ -91,28 +98,39 @@ def _check_open_store(
     acceptable: Acceptable,
     resumption: Resumption | None,
     published: Collection[str],
+    timing: Phases,
 ) -> Verdict:
     leftovers = sorted(n for n in os.listdir(store.root) if n.startswith(PROBE_PREFIX))
     if leftovers:
         return Verdict(ok=False, detail=f"probe directories survived reopening: {leftovers}")
-    problem = sqlite_checks(store.database_path)
+    with timing.measure("sqlite checks"):
+        problem = sqlite_checks(store.database_path)
     if problem is not None:
         return Verdict(ok=False, detail=problem)
-    projection = store_projection(store.database_path)
-    problem = object_problem(store.root, projection, published)
+    with timing.measure("projection"):
+        projection = store_projection(store.database_path)
+    with timing.measure("objects"):
+        problem = object_problem(store.root, projection, published)
     if problem is not None:
         return Verdict(ok=False, detail=problem)
     for index, (label, state) in enumerate(acceptable):
         if projection == model_projection(state):
             if resumption is not None:
-                note = resumption.resume(store, state, index)
-            else:
+                with timing.measure("resumption"):
+                    note = resumption.resume(store, state, index)
+                return Verdict(ok=True, matched=label, detail=note)
+            with timing.measure("recovery"):
                 recovered = recover_in_lockstep(store, state)
-                problem = sqlite_checks(store.database_path) or object_problem(
-                    store.root, store_projection(store.database_path), published
-                )
-                if problem is not None:
-                    return Verdict(ok=False, matched=label, detail=f"after recovery: {problem}")
+            with timing.measure("sqlite checks"):
+                problem = sqlite_checks(store.database_path)
+            if problem is None:
+                with timing.measure("objects"):
+                    problem = object_problem(
+                        store.root, store_projection(store.database_path), published
+                    )
+            if problem is not None:
+                return Verdict(ok=False, matched=label, detail=f"after recovery: {problem}")
+            with timing.measure("continuation"):
                 note = "recovered; " + continue_as_user(store, recovered, strict=True)
             return Verdict(ok=True, matched=label, detail=note)
     labels = " or ".join(label for label, _ in acceptable)

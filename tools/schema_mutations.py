@@ -56,7 +56,7 @@ TABLE = Path(__file__).resolve().with_name("schema_mutations.toml")
 SCHEMA = Path("impl") / "schema" / "v1.sql"
 CONFORMANCE = Path("conformance")
 # The schema tests' row builders and their shared fixtures (conftest.py).
-HELPERS = ("schema_rows.py", "conftest.py")
+HELPERS = ("schema_rows.py", "conftest.py", "cli_world.py")
 TEST_GLOB = "test_schema_*.py"
 # This table's own checks match the glob but are not schema tests (and would fail on any
 # mutant, killing it for the wrong reason).

@@ -112,6 +112,11 @@ def run_once(
 
 
 def accepted(store: Path) -> dict[str, list[str]]:
+    """Slot -> its accepted attempts; none while the database is not there yet (a kill
+    before `runstore run` created the store). A database that disappears after results
+    were accepted is still caught: those results are then missing."""
+    if not (store / "run.sqlite3").exists():
+        return {}
     rows = query(store, "SELECT slot_id, id FROM attempts WHERE state = 'accepted'")
     found: dict[str, list[str]] = {}
     for slot, attempt in rows:

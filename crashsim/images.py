@@ -1,0 +1,331 @@
+"""The image method: run a scenario once, photograph the store root at each chosen boundary,
+and check each distinct photograph once.
+
+Why a photograph is a crash. Process death changes no file's contents: the kernel closes
+the process's descriptors and drops its locks, and ``os._exit`` runs nothing of the
+process's own. What a process killed at boundary ``k`` leaves is therefore exactly the
+bytes under the store root at the instant it reaches ``k`` (the page cache included: the
+campaigns simulate process death, not power loss). Here one child runs the scenario under
+the tracer and stops at each chosen boundary; the parent, which holds no connection and so
+cannot disturb SQLite's locks, reads the whole tree (names, kinds, modes, bytes) and lets
+the child go on. ``conformance/test_crash_images.py`` checks, point by point, that the
+photograph equals what the kill method's grandchild leaves.
+
+Rules of this file:
+
+* The stop is a pipe round trip: the child writes ``k`` (8 bytes) and waits for one byte;
+  a closed pipe (the parent died) ends the child with ``os._exit``.
+* The parent reads the child's trace as it grows and compares it with the reference
+  entry by entry; a boundary reached on another path is a ``mismatch``, not photographed,
+  as is a chosen boundary the child never reaches.
+* A photograph is identified by the SHA-256 of its tree (normalized names, kinds, modes,
+  bytes; no times). Two points whose photographs are identical *and* whose acceptable
+  states and resumption are identical (same step, same transaction choices) get the same
+  check, so it runs once, on the first, and its finding is reported for each (the
+  ``image`` field names the boundary whose copy was checked). The check is deterministic:
+  the same bytes, the same model states and the same stage tokens give the same verdict.
+* Photographs wait on disk for a free trial slot; at most :data:`WAITING_PER_JOB` per job
+  do, after which the child stays stopped until a slot frees (disk use stays bounded).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import stat
+import struct
+from collections.abc import Callable, Collection, Sequence
+from typing import Final
+
+import attrs
+from runstore.crashsim import processes, trials
+from runstore.crashsim.harness import ModelRun, run_traced
+from runstore.crashsim.points import CrashResult, Point
+from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.timing import Phases
+from runstore.crashsim.tracer import Entry, describe, normalize
+
+WAITING_PER_JOB: Final = 4
+GONE_EXIT: Final = 78
+"""The exit status of an imaging child whose parent went away while it was stopped."""
+_K: Final = struct.Struct("<q")
+
+Tree = list[tuple[str, str, int, bytes]]
+"""A store root read whole: (normalized relative path, kind "d"/"f"/"l", mode bits,
+bytes or link target), in a fixed order."""
+
+
+def read_tree(root: str) -> Tree:
+    """Every entry under ``root`` (excluded), in sorted walk order."""
+    tree: Tree = []
+    for directory, names, files in os.walk(root):
+        names.sort()
+        for name in sorted(names + files):
+            path = os.path.join(directory, name)
+            relative = normalize(os.path.relpath(path, root), root)
+            info = os.lstat(path)
+            mode = stat.S_IMODE(info.st_mode)
+            if stat.S_ISLNK(info.st_mode):
+                tree.append((relative, "l", mode, os.fsencode(os.readlink(path))))
+                if name in names:
+                    names.remove(name)  # os.walk lists a link to a directory among them
+            elif stat.S_ISDIR(info.st_mode):
+                tree.append((relative, "d", mode, b""))
+            elif stat.S_ISREG(info.st_mode):
+                with open(path, "rb") as handle:
+                    tree.append((relative, "f", mode, handle.read()))
+            else:
+                raise RuntimeError(f"the store root holds a special file: {relative}")
+    return tree
+
+
+def tree_digest(tree: Tree) -> str:
+    digest = hashlib.sha256()
+    for relative, kind, mode, data in tree:
+        header = json.dumps([relative, kind, mode, len(data)]).encode()
+        digest.update(_K.pack(len(header)) + header + data)
+    return digest.hexdigest()
+
+
+def write_tree(tree: Tree, root: str) -> None:
+    """Make ``root`` hold ``tree`` (modes applied once everything is written)."""
+    os.mkdir(root, 0o700)
+    for relative, kind, _, data in tree:
+        path = os.path.join(root, relative)
+        if kind == "d":
+            os.mkdir(path, 0o700)
+        elif kind == "l":
+            os.symlink(os.fsdecode(data), path)
+        else:
+            with open(path, "wb") as handle:
+                handle.write(data)
+    for relative, kind, mode, _ in reversed(tree):
+        if kind != "l":
+            os.chmod(os.path.join(root, relative), mode)
+
+
+class _PrefixReader:
+    """Reads the imaging child's trace as it grows and compares it with the reference."""
+
+    def __init__(self, path: str, reference: Sequence[Entry]) -> None:
+        self._path = path
+        self._reference = reference
+        self._offset = 0
+        self._pending = b""
+        self._count = 0
+        self.last: Entry | None = None
+        self.diverged = ""
+
+    def at(self, k: int) -> str:
+        """Why the child, stopped at boundary ``k``, is not on the reference path there
+        (empty when it is)."""
+        self._advance()
+        if self.diverged:
+            return self.diverged
+        if self.last is None or self.last[:2] != ["b", k]:
+            return f"the child stopped after {self.last}, not at boundary {k}"
+        return ""
+
+    def finish(self) -> str:
+        """Read the rest of the trace; returns the divergence found, if any."""
+        self._advance()
+        return self.diverged
+
+    def _advance(self) -> None:
+        with open(self._path, "rb") as handle:
+            handle.seek(self._offset)
+            data = handle.read()
+        self._offset += len(data)
+        *lines, self._pending = (self._pending + data).split(b"\n")
+        for line in lines:
+            entry = json.loads(line)
+            index = self._count
+            self._count += 1
+            self.last = entry
+            if self.diverged:
+                continue
+            if index >= len(self._reference) or entry != self._reference[index]:
+                expected = self._reference[index] if index < len(self._reference) else "the end"
+                self.diverged = f"trace entry {index} is {entry}, the reference has {expected}"
+
+
+def stop_at(
+    scenario: Scenario,
+    run: ModelRun,
+    base: str,
+    fixture: str,
+    reference: Sequence[Entry],
+    stops: Collection[int],
+    on_stop: Callable[[int, str], None],
+    between: Callable[[], None] = lambda: None,
+    phases: Phases | None = None,
+) -> dict[int, str]:
+    """Run ``scenario`` once on a copy of ``fixture`` (``<base>/live``), stopping at each
+    boundary in ``stops`` and calling ``on_stop(k, live root)`` there when the trace so far
+    is the reference's prefix; ``between()`` is called before each wait for the next stop.
+    Returns the mismatch of each stop that was off the reference path or never reached."""
+    timing = phases if phases is not None else Phases()
+    live = os.path.join(base, "live")
+    shutil.copytree(fixture, live, symlinks=True)
+    trace_path = os.path.join(base, "imaging.trace")
+    from_child, to_parent = os.pipe()
+    from_parent, to_child = os.pipe()
+    wanted = frozenset(stops)
+
+    def child() -> int:
+        os.close(from_child)
+        os.close(to_child)
+
+        def pause(k: int) -> None:
+            os.write(to_parent, _K.pack(k))
+            if os.read(from_parent, 1) != b"c":
+                os._exit(GONE_EXIT)
+
+        return run_traced(scenario, run, live, trace_path, None, pause, wanted)
+
+    pid = processes.fork(child, os.path.join(base, "imaging.error"))
+    os.close(to_parent)
+    os.close(from_parent)
+    reader = _PrefixReader(trace_path, reference)
+    mismatches: dict[int, str] = {}
+    reached: set[int] = set()
+    try:
+        while True:
+            between()
+            with timing.measure("imaging run"):
+                data = os.read(from_child, _K.size)
+            if len(data) != _K.size:
+                break
+            (k,) = _K.unpack(data)
+            reached.add(k)
+            mismatch = reader.at(k)
+            if mismatch:
+                mismatches[k] = mismatch
+            else:
+                on_stop(k, live)
+            os.write(to_child, b"c")
+    finally:
+        os.close(from_child)
+        os.close(to_child)
+        status = processes.wait(pid)
+    ended = reader.finish() or f"the imaging run ended with status {status} before it"
+    mismatches.update({k: ended for k in wanted - reached})
+    shutil.rmtree(live, ignore_errors=True)
+    return mismatches
+
+
+def imaged(
+    scenario: Scenario,
+    run: ModelRun,
+    base: str,
+    fixture: str,
+    reference: Sequence[Entry],
+    chosen: Sequence[Point],
+    jobs: int,
+    phases: Phases,
+) -> list[CrashResult]:
+    """The image method over the ``chosen`` points (see the module docstring)."""
+    return _Imaging(scenario, run, base, chosen, jobs, phases).run(fixture, reference)
+
+
+class _Imaging:
+    def __init__(
+        self,
+        scenario: Scenario,
+        run: ModelRun,
+        base: str,
+        chosen: Sequence[Point],
+        jobs: int,
+        phases: Phases,
+    ) -> None:
+        self.scenario, self.model, self.base, self.phases = scenario, run, base, phases
+        self.points = {point.k: point for point in chosen}
+        self.pool = processes.Pool(jobs)
+        self.waiting: list[Point] = []
+        self.checked: dict[tuple[object, ...], int] = {}  # key -> the boundary checked
+        self.copies: dict[int, list[Point]] = {}  # checked boundary -> points sharing it
+        self.findings: dict[int, CrashResult] = {}
+        self.results: list[CrashResult] = []
+
+    def run(self, fixture: str, reference: Sequence[Entry]) -> list[CrashResult]:
+        mismatches = stop_at(
+            self.scenario,
+            self.model,
+            self.base,
+            fixture,
+            reference,
+            self.points,
+            self._photograph,
+            self._service,
+            self.phases,
+        )
+        for k, detail in mismatches.items():
+            found: dict[str, object] = {"status": "mismatch", "detail": detail}
+            result, _ = trials.collect(self.scenario, self.model, "", self.points[k], 0, found)
+            self.results.append(result)
+        while self.waiting or len(self.pool):
+            self._start_waiting()
+            self._collect(self.pool.wait_any())
+        for first, points in self.copies.items():
+            finding = self.findings[first]
+            for point in points:
+                self.results.append(
+                    attrs.evolve(finding, k=point.k, boundary=describe(point.entry), image=first)
+                )
+        return self.results
+
+    def _service(self) -> None:
+        """Collect ended checks and start waiting ones; while too many photographs wait,
+        keep the child stopped until checks end."""
+        ended = self.pool.reap(0)
+        while ended is not None:
+            self._collect(ended)
+            ended = self.pool.reap(0)
+        self._start_waiting()
+        while len(self.waiting) >= WAITING_PER_JOB * self.pool.jobs:
+            self._collect(self.pool.wait_any())
+            self._start_waiting()
+
+    def _photograph(self, k: int, live: str) -> None:
+        point = self.points[k]
+        with self.phases.measure("photograph"):
+            tree = read_tree(live)
+            choices = tuple(point.choices(self.model.transactions))
+            key = (tree_digest(tree), point.op_index, choices)
+        first = self.checked.get(key)
+        if first is not None:
+            self.copies[first].append(point)
+            return
+        self.checked[key] = point.k
+        self.copies[point.k] = [point]
+        trial = os.path.join(self.base, f"k{point.k}")
+        os.mkdir(trial, 0o700)
+        with self.phases.measure("image write"):
+            write_tree(tree, os.path.join(trial, "store"))
+        self.waiting.append(point)
+
+    def _start_waiting(self) -> None:
+        while self.waiting and not self.pool.full():
+            point = self.waiting.pop(0)
+            trial = os.path.join(self.base, f"k{point.k}")
+            body = functools.partial(
+                trials.check_point_body,
+                self.scenario,
+                self.model,
+                os.path.join(trial, "store"),
+                point,
+                os.path.join(trial, "result.json"),
+                Phases(),
+            )
+            self.pool.start(body, point, trial + ".error")
+
+    def _collect(self, ended: tuple[object, int]) -> None:
+        point, status = ended
+        assert isinstance(point, Point)
+        trial = os.path.join(self.base, f"k{point.k}")
+        result, spent = trials.collect(self.scenario, self.model, trial, point, status)
+        self.phases.add(spent)
+        self.findings[point.k] = result

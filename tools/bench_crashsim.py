@@ -1,0 +1,112 @@
+"""Benchmark: crash points per second of the two crash methods, side by side in one run.
+
+For each scenario (``--scenario``, repeatable; default: one of each kind, a writer
+operation, a publication and a recovery), runs the campaign over every step boundary by
+the kill method (a process killed per point) and by the image method (one execution,
+photographed at each point, each distinct photograph checked once), in alternating order
+across ``--rounds`` (default 3), with ``--jobs`` trials at once (default: the core count).
+Prints per scenario and method the median points per second and checks per second, and
+the ratio image / kill with its min-max over the rounds. Both methods must find nothing
+wrong (any failure or mismatch stops the benchmark with exit status 1).
+
+``--old PATH`` also times the kill method of another checkout's package (a directory that
+holds ``runstore/`` importable as the package, e.g. a copy of an older commit's ``impl/``
+with ``model/`` and ``crashsim/`` inside it) in a subprocess, as a "before" column. Never
+read these figures as absolute: the machine is shared; compare the sides measured
+together. Run: ``python tools/bench_crashsim.py [--scenario NAME] [--rounds N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+from runstore.crashsim.campaign import METHODS, run_campaign
+from runstore.crashsim.scenarios import SCENARIOS
+from runstore.crashsim.suite import default_directory, default_jobs, steps_only
+
+DEFAULT_SCENARIOS = ("commit_accepted", "publish_finalization_accepted", "recover_expired_claim")
+
+_OLD = """
+import json, sys, time
+from runstore.crashsim.campaign import run_campaign
+from runstore.crashsim.scenarios import SCENARIOS
+result = run_campaign(
+    SCENARIOS[sys.argv[1]], lambda ps: [p.k for p in ps if p.op_index > 0],
+    jobs=int(sys.argv[2]), directory=sys.argv[3] or None,
+)
+bad = len(result.failures) + len(result.mismatches) + (1 if result.problem else 0)
+print(json.dumps([result.crashes, result.seconds, bad]))
+"""
+
+
+def _old(path: str, scenario: str, jobs: int, directory: str | None) -> tuple[int, float]:
+    env = {**os.environ, "PYTHONPATH": path}
+    completed = subprocess.run(
+        [sys.executable, "-c", _OLD, scenario, str(jobs), directory or ""],
+        env=env,
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    crashes, seconds, bad = json.loads(completed.stdout.strip().splitlines()[-1])
+    if bad:
+        raise SystemExit(f"the old kill method found {bad} problems in {scenario}")
+    return int(crashes), float(seconds)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=default_jobs())
+    parser.add_argument("--old", default=None, help="a directory holding an older runstore/")
+    args = parser.parse_args()
+    directory = default_directory()
+    for name in args.scenario or DEFAULT_SCENARIOS:
+        rates: dict[str, list[float]] = {method: [] for method in METHODS}
+        checks: dict[str, list[float]] = {method: [] for method in METHODS}
+        old: list[float] = []
+        points = 0
+        for round_ in range(args.rounds):
+            order = METHODS if round_ % 2 == 0 else tuple(reversed(METHODS))
+            for method in order:
+                result = run_campaign(
+                    SCENARIOS[name], steps_only, jobs=args.jobs, directory=directory, method=method
+                )
+                if result.problem or result.failures or result.mismatches:
+                    print(f"{name} ({method}) found problems: {result.problem}", file=sys.stderr)
+                    return 1
+                points = result.crashes
+                rates[method].append(result.crashes / result.seconds)
+                checks[method].append(result.images / result.seconds)
+            if args.old:
+                crashes, seconds = _old(args.old, name, args.jobs, directory)
+                old.append(crashes / seconds)
+        ratios = [i / k for i, k in zip(rates["image"], rates["kill"], strict=True)]
+        print(f"{name}: {points} step boundaries, jobs={args.jobs}, rounds={args.rounds}")
+        for method in METHODS:
+            print(
+                f"  {method:<5} points/s {statistics.median(rates[method]):7.1f}  "
+                f"checks/s {statistics.median(checks[method]):6.1f}"
+            )
+        print(
+            f"  image/kill ratio {statistics.median(ratios):.2f} "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
+        if old:
+            versus = [i / o for i, o in zip(rates["image"], old, strict=True)]
+            print(
+                f"  old   points/s {statistics.median(old):7.1f}  image/old ratio "
+                f"{statistics.median(versus):.2f} (min {min(versus):.2f}, max {max(versus):.2f})"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
