@@ -101,6 +101,7 @@ PURE_IMPORTS = frozenset(
         "attrs",
         "collections.abc",
         "enum",
+        "functools",
         "hashlib",
         "json",
         "re",

@@ -117,6 +117,53 @@ def claim_lease(connection: sqlite3.Connection, attempt_id: str) -> LeaseRecord 
     return _lease(rows[0]) if rows else None
 
 
+_COORDINATION_SQL = (
+    "SELECT a.id, a.slot_id, a.retry_index, a.state, a.revision, a.started_at_ns, "
+    "a.updated_at_ns, r.id, r.owner_token, r.expires_at_ns, r.released_at_ns, "
+    "l.id, l.owner_token, l.expires_at_ns, l.released_at_ns "
+    "FROM attempts AS a "
+    "LEFT JOIN leases AS r ON r.attempt_id = a.id AND r.purpose = 'reservation' "
+    "LEFT JOIN finalization_claims AS c ON c.slot_id = a.slot_id AND c.attempt_id = a.id "
+    "LEFT JOIN leases AS l ON l.id = c.lease_id "
+    "WHERE a.id = ?"
+)
+
+
+@attrs.frozen(kw_only=True)
+class Coordination:
+    """An attempt's row with its reservation leases (exactly one in a sound store) and the
+    lease of the claim it holds, read together."""
+
+    attempt: AttemptRecord
+    reservations: tuple[LeaseRecord, ...]
+    claim_lease: LeaseRecord | None
+
+
+def load_coordination(connection: sqlite3.Connection, attempt_id: str) -> Coordination | None:
+    """The attempt (None when unregistered), its reservation leases and its claim's lease,
+    in one statement: what :func:`load_attempt`, :func:`reservation_lease` and
+    :func:`claim_lease` read one by one. The claim is found through its primary key (the
+    attempt's slot), and only with its lease row, as :func:`claim_lease`'s inner join; a
+    slot has at most one claim, so the result has one row per reservation lease (one row
+    with NULL lease columns when there is none)."""
+    rows = sql.execute(connection, _COORDINATION_SQL, (attempt_id,))
+    if not rows:
+        return None
+    (id_, slot_id, retry_index, state, revision, started, updated) = rows[0][:7]
+    attempt = AttemptRecord(
+        id=id_,
+        slot_id=slot_id,
+        retry_index=retry_index,
+        state=AttemptState(state),
+        revision=revision,
+        started_at_ns=started,
+        updated_at_ns=updated,
+    )
+    reservations = tuple(_lease(row[7:11]) for row in rows if row[7] is not None)
+    claim = None if rows[0][11] is None else _lease(rows[0][11:15])
+    return Coordination(attempt=attempt, reservations=reservations, claim_lease=claim)
+
+
 def check_guard(
     connection: sqlite3.Connection,
     guard: OwnedAttempt,
@@ -132,17 +179,23 @@ def check_guard(
     failure: out_of_range, the operation's shape refusal, unknown_slot, attempt_terminal,
     owner_mismatch, lease_mismatch, lease_released / lease_expired, the claim's
     owner_mismatch / lease_released / claim_expired, stale_revision, and lease_mismatch
-    for the guard's claim lease."""
+    for the guard's claim lease. Everything it decides on is read by one statement
+    (:func:`load_coordination`)."""
     refusal = rules.range_refusal(ns=[("now_ns", now_ns), *ns], indices=indices) or shape
     if refusal is not None:
         raise refusal
-    attempt = load_attempt(connection, guard.attempt_id)
-    if attempt is None:
+    found = load_coordination(connection, guard.attempt_id)
+    if found is None:
         raise UnknownSlotError(f"attempt {guard.attempt_id} is not registered")
+    attempt = found.attempt
     if attempt.state in TERMINAL_STATES:
         raise AttemptTerminalError(f"attempt is already {attempt.state.value}")
     now = rules.effective_now(max(now_ns, not_before_ns), attempt.updated_at_ns)
-    reservation = reservation_lease(connection, attempt.id)
+    if len(found.reservations) != 1:
+        raise AssertionError(
+            f"attempt {attempt.id} has {len(found.reservations)} reservation leases"
+        )
+    reservation = found.reservations[0]
     if guard.owner_token != reservation.owner_token:
         raise OwnerMismatchError("the owner token is not the reservation's owner")
     if guard.lease_id != reservation.id:
@@ -155,7 +208,7 @@ def check_guard(
     )
     if refusal is not None:
         raise refusal
-    claim = claim_lease(connection, attempt.id)
+    claim = found.claim_lease
     if claim is not None:
         if claim.owner_token != guard.owner_token:
             raise OwnerMismatchError("the claim's lease belongs to another owner")

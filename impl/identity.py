@@ -17,6 +17,7 @@ even when their bodies coincide.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Final
@@ -36,6 +37,9 @@ OBSERVATION: Final = "observation"
 PREFIXES: Final = frozenset({DECISION, RUN, ATTEMPT_SLOT, OBSERVATION_SLOT, ATTEMPT, OBSERVATION})
 
 _DIGEST = re.compile("[0-9a-f]{64}")
+
+ATTEMPT_ID_CACHE_SIZE: Final = 4096
+"""How many attempt ids :func:`run_attempt_id` keeps (least recently used first out)."""
 
 
 def identity_input(prefix: str, body: dict[str, JSON]) -> bytes:
@@ -98,6 +102,7 @@ def attempt_identity_document(slot_id: str, retry_index: int) -> dict[str, JSON]
     }
 
 
+@functools.lru_cache(maxsize=ATTEMPT_ID_CACHE_SIZE, typed=True)
 def run_attempt_id(slot_id: str, retry_index: int) -> str:
     """Return the deterministic id of attempt ``retry_index`` of attempt slot ``slot_id``.
 
@@ -105,5 +110,10 @@ def run_attempt_id(slot_id: str, retry_index: int) -> str:
     recovery pass all derive the same id. Refuses a malformed ``slot_id`` or a non-integer
     ``retry_index`` with ``invalid_record`` and an index outside 0..2**53-1 with
     ``out_of_range``.
+
+    Being pure, it is memoized: every guard and receipt of an attempt checks its id against
+    this function, so one lifecycle asks for the same id about ten times. The cache is keyed
+    by argument type too (``typed``), so ``True`` never shares ``1``'s entry and is still
+    refused; a refusal is never cached.
     """
     return typed_identity(ATTEMPT, attempt_identity_document(slot_id, retry_index))

@@ -14,7 +14,8 @@ differing ``"id"`` with ``identity_mismatch``.
 
 JSON-object fields (``evidence``, ``specification``, ``result``, ``details``) are passed as
 dicts, validated, and kept as their canonical bytes, so a record stays immutable and
-hashable; the attribute returns a fresh decoded copy on every access.
+hashable; the attribute returns a fresh decoded copy on every access (parsed without
+re-checking: the bytes were canonical when the record took them).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, ClassVar, Self, cast
 
 import attrs
 from attrs import AttrsInstance
-from runstore.canonical import JSON, decode_object, encode, ns_from_json
+from runstore.canonical import JSON, decode_object, decode_trusted_object, encode, ns_from_json
 from runstore.enums import (
     ArtifactKind,
     Completion,
@@ -67,9 +68,15 @@ __all__ = [
 
 class _Identified(abc.ABC):
     """Shared identity behaviour. Subclasses set ``PREFIX``, implement ``identity_document``
-    and, when a field needs converting, override ``_fields_from_document``."""
+    and, when a field needs converting, override ``_fields_from_document``.
 
-    __slots__ = ()
+    The id is a pure function of the record's (immutable) fields, so it is computed on first
+    access and kept in the ``_identity`` slot. The slot is no attrs field: equality, hashing,
+    ``repr`` and ``attrs.fields`` see only the identity fields, and a copy or unpickled
+    record (whose slot is unset) computes its id again on first access."""
+
+    __slots__ = ("_identity",)
+    _identity: str
     PREFIX: ClassVar[str]
 
     @abc.abstractmethod
@@ -85,7 +92,13 @@ class _Identified(abc.ABC):
     @property
     def id(self) -> str:
         """The typed id ``<PREFIX>:v1:<sha256>`` computed from :meth:`identity_document`."""
-        return typed_identity(self.PREFIX, self.identity_document())
+        try:
+            return self._identity
+        except AttributeError:
+            identity = typed_identity(self.PREFIX, self.identity_document())
+            # The record is frozen; its one cache slot is written once, bypassing attrs.
+            object.__setattr__(self, "_identity", identity)
+            return identity
 
     def to_json(self) -> dict[str, JSON]:
         """The canonical record document stored in ``record_json``: identity fields plus id."""
@@ -150,7 +163,7 @@ class ApplicabilityDecision(_Identified):
 
     @property
     def evidence(self) -> dict[str, JSON]:
-        return decode_object(self._evidence)
+        return decode_trusted_object(self._evidence)
 
     def identity_document(self) -> dict[str, JSON]:
         return {
@@ -178,7 +191,7 @@ class ResolvedRun(_Identified):
 
     @property
     def specification(self) -> dict[str, JSON]:
-        return decode_object(self._specification)
+        return decode_trusted_object(self._specification)
 
     def identity_document(self) -> dict[str, JSON]:
         return {
@@ -205,7 +218,7 @@ class AttemptSlot(_Identified):
 
     @property
     def specification(self) -> dict[str, JSON]:
-        return decode_object(self._specification)
+        return decode_trusted_object(self._specification)
 
     def identity_document(self) -> dict[str, JSON]:
         return {
@@ -275,7 +288,7 @@ class Observation(_Identified):
 
     @property
     def result(self) -> dict[str, JSON]:
-        return decode_object(self._result)
+        return decode_trusted_object(self._result)
 
     def identity_document(self) -> dict[str, JSON]:
         return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import ClassVar, Final, TypeAlias
 
 import attrs
-from runstore.canonical import JSON, decode_object
+from runstore.canonical import JSON, decode_trusted_object
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.errors import InvalidRecordError
 from runstore.validation import (
@@ -101,7 +101,7 @@ class Failed:
 
     @property
     def details(self) -> dict[str, JSON]:
-        return decode_object(self._details)
+        return decode_trusted_object(self._details)
 
 
 TerminalOutcome: TypeAlias = Accepted | Censored | Superseded | Failed

@@ -2,12 +2,14 @@
 
 Rules of this file: helpers here run inside the caller's transaction or on a private
 in-memory database; they never commit. Verification compares the database's catalogue with
-a fresh in-memory instantiation of the embedded script (object definitions, columns,
-indexes, foreign keys, strictness), never the script's text against the file.
+an in-memory instantiation of the embedded script (object definitions, columns,
+indexes, foreign keys, strictness), built once per process, never the script's text
+against the file.
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from typing import Any
 
@@ -71,8 +73,14 @@ def fingerprint(connection: sqlite3.Connection) -> Fingerprint:
     return {"objects": objects, "tables": tables, "per_table": per_table}
 
 
+@functools.cache
 def expected_fingerprint() -> Fingerprint:
-    """The fingerprint of a fresh in-memory instantiation of the embedded schema."""
+    """The fingerprint of a fresh in-memory instantiation of the embedded schema.
+
+    It depends only on the embedded script (and the SQLite library), so it is built once per
+    process, on first use, and shared: callers compare it and never modify it. A process
+    that forks children can call it first so that no child's first open builds it (the
+    in-memory statements then appear in no child's statement trace)."""
     connection = sqlite3.connect(":memory:", isolation_level=None)
     try:
         sql.execute(connection, "BEGIN")

@@ -8,6 +8,7 @@ integer outside its range). The attrs validators at the end are thin adapters ov
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -31,6 +32,17 @@ def is_control(char: str) -> bool:
     return code < 0x20 or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF
 
 
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""The characters :func:`is_control` accepts, as one class: scanning a whole string with it
+costs one C call instead of a Python call per character."""
+
+
+def has_control(value: str) -> bool:
+    """Whether any character of ``value`` is a control character or lone surrogate
+    (:func:`is_control`)."""
+    return _CONTROL.search(value) is not None
+
+
 def check_text(value: object, field: str, max_length: int = MAX_NAME_LENGTH) -> str:
     """A nonempty string of at most ``max_length`` code points with no control characters
     and no lone surrogates."""
@@ -40,7 +52,7 @@ def check_text(value: object, field: str, max_length: int = MAX_NAME_LENGTH) -> 
         raise InvalidRecordError(f"{field} must be nonempty")
     if len(value) > max_length:
         raise InvalidRecordError(f"{field} is longer than {max_length} characters")
-    if any(is_control(char) for char in value):
+    if has_control(value):
         raise InvalidRecordError(f"{field} contains a control character or lone surrogate")
     return value
 
@@ -101,7 +113,7 @@ def check_store_path(path: object, field: str = "path") -> str:
     """
     if type(path) is not str or not path:
         raise InvalidRecordError(f"{field} must be a nonempty string")
-    if "\\" in path or any(is_control(char) for char in path):
+    if "\\" in path or has_control(path):
         raise InvalidRecordError(f"{field} contains a backslash or control character")
     if any(segment in ("", ".", "..") for segment in path.split("/")):
         raise InvalidRecordError(f"{field} {path!r:.80} is not a normalized relative path")
