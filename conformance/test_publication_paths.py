@@ -553,6 +553,24 @@ def test_concurrent_identical_content_interleaved(world: PublicationWorld) -> No
     # ... and then synced the files of the existing object itself.
     address = str(world.root / outer.artifact.path)
     last_rename = max(i for i, call in enumerate(trace) if call[1] == "rename_noreplace")
+    # The duplicate stays in the outer stage until cleanup: both parents are synced, the
+    # stage first; the inner publisher renamed and synced artifacts/ only.
+    parents = [
+        t
+        for phase, op, t in trace[last_rename:]
+        if phase == "before" and op == "fsync_dir" and address not in t
+    ]
+    assert parents[:2] == [str(outer_stage(trace)), str(world.artifacts)]
+    staged = [
+        i
+        for i, (_, op, t) in enumerate(trace)
+        if op == "rename_noreplace" and "/artifacts/.staging-" in t
+    ]
+    cleanup = next(i for i, call in enumerate(trace) if i > staged[0] and call[1] == "remove_tree")
+    inner_syncs = [
+        t for phase, op, t in trace[staged[0] : cleanup] if phase == "before" and op == "fsync_dir"
+    ]
+    assert inner_syncs == [str(world.artifacts)]
     synced = {t for _, op, t in trace[last_rename:] if op == "fsync_file" and address in t}
     names = ("data.bin", "manifest.json", "notes/readme.txt")
     assert synced == {f"{address}/{name}" for name in names}
@@ -570,6 +588,33 @@ def test_concurrent_identical_content_interleaved(world: PublicationWorld) -> No
     assert world.rows(
         "SELECT count(*) FROM leases WHERE purpose = 'staging' AND released_at_ns IS NULL"
     ) == [(0,)]
+
+
+def outer_stage(trace: list[tuple[str, str, str]]) -> str:
+    """The stage of the publisher whose rename found the address taken (its last one)."""
+    source = [t for phase, op, t in trace if op == "rename_noreplace" and phase == "before"][-1]
+    return os.path.dirname(source.split(" -> ")[0])
+
+
+def test_a_fresh_publication_syncs_the_destination_parent_once_and_not_its_cleanup(
+    world: PublicationWorld,
+) -> None:
+    """After the rename, only artifacts/ is synced (SPEC.md section 11, step 6); the
+    cleanup after the commit removes the stage without a sync (step 9)."""
+    guard = world.executing(sc.slot_fixture())
+    trace: list[tuple[str, str, str]] = []
+    previous = durable.install_observer(lambda *call: trace.append(call))
+    try:
+        world.store.publish_artifact(guard, DATASET, DATA, at(2_000).fresh())
+    finally:
+        durable.install_observer(previous)
+    before = [(op, t) for phase, op, t in trace if phase == "before"]
+    rename = next(i for i, (op, _) in enumerate(before) if op == "rename_noreplace")
+    after_rename = before[rename + 1 :]
+    (removal,) = [i for i, (op, _) in enumerate(after_rename) if op == "remove_tree"]
+    assert after_rename[:removal] == [("fsync_dir", str(world.artifacts))]
+    assert after_rename[removal + 1 :] == []
+    assert world.stages() == []
 
 
 def test_concurrent_identical_content_from_two_processes(world: PublicationWorld) -> None:

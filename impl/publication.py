@@ -96,16 +96,22 @@ def _open_stage(
 
 
 def place(root: str, stage: staging.Stage, completed: objects.CompletedObject, path: str) -> None:
-    """Rename the completed object to its address without replacement, or verify that
-    the address already holds the identical object; then sync both parents."""
+    """Rename the completed object to its address without replacement and sync the
+    destination parent (``artifacts/``); or verify that the address already holds the
+    identical object and sync both parents (the stage, where the duplicate stays until
+    cleanup, then ``artifacts/``). After a rename the stage's own entry for the object
+    needs no sync: the object is reached through ``artifacts/`` only, and a stage that
+    reappears after a power loss is recovery's to clean up (SPEC.md section 11)."""
     destination = os.path.join(root, path)
+    parents: tuple[str, ...] = (os.path.dirname(destination),)
     try:
         durable.rename_noreplace(stage.object_path, destination)
     except FileExistsError:
         _verify_existing(destination, completed)
+        parents = (stage.path, *parents)
     except OSError as exc:
         raise DurabilityError(f"publishing {path} failed: {exc}") from exc
-    for parent in (stage.path, os.path.dirname(destination)):
+    for parent in parents:
         try:
             durable.fsync_dir(parent)
         except OSError as exc:
@@ -165,7 +171,7 @@ def publish_artifact(
     except BaseException:
         stage.unlock()
         raise
-    staging.remove_stage(stage)
+    staging.remove_stage(stage, sync=False)
     return PublishedArtifact(attempt=guard, artifact=artifact)
 
 
@@ -191,8 +197,9 @@ def _prepare_outcome(
 
 def _snapshot_of(document: bytes) -> dict[str, JSON]:
     """The ``snapshot`` the document's bytes hold: what the final transaction compares with
-    the records, read back rather than queried twice."""
-    snapshot = canonical.decode_object(document)["snapshot"]
+    the records, read back rather than queried twice. The bytes are the encoder's own, so
+    they are parsed without being checked again."""
+    snapshot = canonical.decode_trusted_object(document)["snapshot"]
     assert isinstance(snapshot, dict)
     return snapshot
 
@@ -247,7 +254,7 @@ def publish_finalization(
     except BaseException:
         stage.unlock()
         raise
-    staging.remove_stage(stage)
+    staging.remove_stage(stage, sync=False)
     return PublishedFinalization(terminal=terminal, artifact=artifact)
 
 

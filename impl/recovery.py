@@ -380,7 +380,7 @@ def _fail(work: _Pass, attempt: AttemptRecord, cause: str) -> None:
     except BaseException:
         stage.unlock()
         raise
-    staging.remove_stage(stage)
+    staging.remove_stage(stage, sync=False)
     if terminal is not None:
         work.terminals.append(terminal)
 

@@ -223,13 +223,17 @@ def create_stage(root: str) -> Stage:
     return stage
 
 
-def remove_stage(stage: Stage) -> bool:
-    """Best effort: remove the stage's directory tree, then sync ``artifacts/`` (two steps),
-    while still holding its lock, then release the lock. Returns whether the tree is gone; a failure
-    is logged, never raised (a leftover stage is recovery's to quarantine)."""
+def remove_stage(stage: Stage, *, sync: bool = True) -> bool:
+    """Best effort: remove the stage's directory tree, then (with ``sync``) sync
+    ``artifacts/`` (two steps), while still holding its lock, then release the lock.
+    Returns whether the tree is gone; a failure is logged, never raised (a leftover stage
+    is recovery's to quarantine). Cleanup after a committed publication passes
+    ``sync=False``: its stage holds nothing the store needs, its lease is released, and a
+    stage a power loss brings back is recovery's to remove (SPEC.md section 11)."""
     try:
         durable.remove_tree(stage.path, sync_parent=False)
-        durable.fsync_dir(os.path.dirname(stage.path))
+        if sync:
+            durable.fsync_dir(os.path.dirname(stage.path))
         return True
     except OSError as exc:
         _log.warning("could not remove the stage %s: %s", stage.path, exc)
