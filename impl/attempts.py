@@ -92,7 +92,7 @@ def reserve(
         connection,
         "INSERT INTO attempts (id, slot_id, retry_index, state, revision, started_at_ns, "
         "updated_at_ns, record_json) VALUES (?, ?, ?, 'reserved', 0, ?, ?, ?)",
-        (attempt_id, slot_id, retry_index, now_ns, now_ns, canonical.encode(record).decode()),
+        (attempt_id, slot_id, retry_index, now_ns, now_ns, canonical.encode_built(record).decode()),
     )
     insert_lease(
         connection,
@@ -166,7 +166,7 @@ def transition(
             outcome.reason if isinstance(outcome, Censored) else None,
             final_artifact_id,
             "attempt" if final_artifact_id is not None else None,
-            canonical.encode(record).decode(),
+            canonical.encode_built(record).decode(),
             before.id,
             before.revision,
             before.state.value,

@@ -93,6 +93,32 @@ def sorted_keys(keys: list[str]) -> list[str]:
     return sorted(keys)
 
 
+_C_ENCODER = json.JSONEncoder(
+    ensure_ascii=False,
+    allow_nan=False,
+    sort_keys=True,
+    separators=(",", ":"),
+    check_circular=False,
+)
+"""The standard library's C encoder set up to write the canonical form of a value that has
+only exact :data:`JSON` types, safe integers, string keys and no lone surrogates: keys
+sorted by code point, no whitespace, raw UTF-8, and the same escapes as
+:func:`escape_string` (``\\"``, ``\\\\``, the short forms, lowercase ``\\u00xx``).
+``conformance/test_canonical.py`` compares it with :func:`encode` on generated values."""
+
+
+def encode_built(value: JSON) -> bytes:
+    """The canonical bytes of a value the store assembled itself from parts it already
+    checked (an event payload, an attempt record, an outcome document, a manifest): the
+    same bytes as :func:`encode`, without checking every node again. A lone surrogate still
+    fails (``invalid_canonical_json``, raised by :func:`encode`). Never for a value a
+    caller passed in."""
+    try:
+        return _C_ENCODER.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return encode(value)
+
+
 def encode(value: JSON) -> bytes:
     """Return the canonical UTF-8 bytes of ``value``.
 
@@ -183,9 +209,34 @@ def decode(data: bytes) -> JSON:
         raise InvalidCanonicalJsonError(f"not JSON: {error}") from None
     # The parser is lenient about whitespace, key order and escapes; equality with the
     # re-encoding is what makes decode canonical-only.
-    if encode(value) != data:
+    if _encode_parsed(value) != data:
         raise InvalidCanonicalJsonError("input is not in canonical form")
     return value
+
+
+def _encode_parsed(value: JSON) -> bytes:
+    """:func:`encode` of a value :func:`decode`'s parser produced. Its types are exact and
+    its integers safe by construction (the parser's hooks), so only nesting and lone
+    surrogates can still be refused: the C encoder writes it, and :func:`encode` runs
+    instead when the value nests too deep or holds a lone surrogate, to refuse it exactly
+    as before."""
+    if _deeper_than(value, MAX_DEPTH):
+        return encode(value)
+    try:
+        return _C_ENCODER.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return encode(value)
+
+
+def _deeper_than(value: JSON, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` deep in ``value`` (the top one is 1)."""
+    if type(value) is dict:
+        children: list[JSON] = [v for v in value.values() if type(v) in (dict, list)]
+    elif type(value) is list:
+        children = [v for v in value if type(v) in (dict, list)]
+    else:
+        return False
+    return limit <= 0 or any(_deeper_than(child, limit - 1) for child in children)
 
 
 def decode_object(data: bytes) -> dict[str, JSON]:

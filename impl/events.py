@@ -25,7 +25,7 @@ def append_event(
     payload: dict[str, JSON],
 ) -> CommittedEvent:
     """Insert one event; its sequence is allocated by SQLite."""
-    document = canonical.encode(payload)
+    document = canonical.encode_built(payload)
     rows = sql.execute(
         connection,
         "INSERT INTO events (kind, attempt_id, at_ns, payload_json) VALUES (?, ?, ?, ?) "

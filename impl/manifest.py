@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from typing import Final
 
 import attrs
-from runstore.canonical import JSON, MAX_SAFE_INTEGER, decode_object, encode
+from runstore.canonical import JSON, MAX_SAFE_INTEGER, decode_object, encode_built
 from runstore.errors import (
     ArtifactCorruptError,
     InvalidRecordError,
@@ -146,7 +146,7 @@ def manifest_bytes(files: Iterable[ManifestFile]) -> bytes:
         "files": [file.to_json() for file in listed],
         "schema_version": SCHEMA_VERSION,
     }
-    return encode(document)
+    return encode_built(document)
 
 
 def manifest_sha256(data: bytes) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
-from runstore.canonical import JSON, decode_object, encode, ns_from_json, ns_to_json
+from runstore.canonical import JSON, decode_object, encode_built, ns_from_json, ns_to_json
 from runstore.errors import InvalidRecordError
 from runstore.requests import Accepted, Censored, Failed, Superseded, TerminalOutcome
 
@@ -169,7 +169,7 @@ def outcome_document(
         "snapshot": snapshot,
         "started_at_ns": ns_to_json(started_at_ns),
     }
-    return encode(document)
+    return encode_built(document)
 
 
 @attrs.frozen(kw_only=True)
