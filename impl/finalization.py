@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from runstore import edges, payloads, rules, sql
 from runstore.artifacts import artifact_conflicts, artifact_exists, insert_artifact
-from runstore.attempts import slot_satisfied, transition
+from runstore.attempts import transition
 from runstore.enums import (
     ArtifactKind,
     AttemptState,
@@ -36,11 +36,22 @@ from runstore.errors import (
     UnknownArtifactError,
 )
 from runstore.guard import AttemptRecord, check_guard
-from runstore.leases import insert_lease, lease_exists, release_attempt_leases
+from runstore.leases import insert_lease, release_attempt_leases
 from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
 from runstore.requests import Accepted, LeaseRequest, Superseded, TerminalOutcome
 from runstore.shapes import references_refusal
+
+_BEGIN_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM leases WHERE id = ?), "
+    "EXISTS (SELECT 1 FROM finalization_claims WHERE slot_id = ?), "
+    "EXISTS (SELECT 1 FROM attempts WHERE slot_id = ? AND state = 'accepted')"
+)
+"""What :func:`begin_finalization` decides on after the guard, in one statement: whether
+the requested lease id is taken (``lease_exists``), whether the slot's claim is held (by
+any attempt, even an expired claim), and whether the slot is satisfied
+(``slot_satisfied``). Reading the three together changes no refusal: the statement only
+reads, and the checks still run in their order on its row."""
 
 
 def begin_finalization(
@@ -60,15 +71,15 @@ def begin_finalization(
         raise IllegalTransitionError(f"attempt is already {before.state.value}")
     if lease.owner_token != guard.owner_token:
         raise OwnerMismatchError("the finalization lease needs the same owner")
-    if lease_exists(connection, lease.lease_id):
+    taken, held, satisfied = sql.execute(
+        connection, _BEGIN_SQL, (lease.lease_id, before.slot_id, before.slot_id)
+    )[0]
+    if taken:
         raise DuplicateLeaseError(f"lease {lease.lease_id} already exists")
     refusal = rules.expiry_refusal(lease.expires_at_ns, checked.now_ns)
     if refusal is not None:
         raise refusal
-    held = sql.execute(
-        connection, "SELECT 1 FROM finalization_claims WHERE slot_id = ?", (before.slot_id,)
-    )
-    claimed = not held and not slot_satisfied(connection, before.slot_id)
+    claimed = not held and not satisfied
     decision = payloads.CLAIMED if claimed else payloads.SUPERSEDED
     payload = payloads.finalizing_payload(before.state, before.revision + 1, decision)
     after, event = transition(

@@ -10,6 +10,7 @@ triggers refuse updates), and identities are recomputed from the records themsel
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 
@@ -52,30 +53,22 @@ def register_slots(
     refusal = registration_refusal(candidate, run, attempt_slot, observation_slots)
     if refusal is not None:
         raise refusal
-    keyed: list[tuple[str, AttemptSlot | ObservationSlot]] = [("attempt_slots", attempt_slot)]
-    keyed += [("observation_slots", slot) for slot in observation_slots]
-    for table, record in keyed:
-        if sql.execute(
-            connection,
-            f"SELECT 1 FROM {table} WHERE run_id = ? AND logical_slot = ? AND id != ?",
-            (record.run_id, record.logical_slot, record.id),
-        ):
-            raise RegistrationConflictError(
-                "a logical slot of this run is registered with another record"
-            )
-    if _exists(connection, "attempt_slots", attempt_slot.id):
-        members = sql.execute(
-            connection,
-            "SELECT observation_slot_id FROM attempt_observation_slots WHERE attempt_slot_id = ?",
-            (attempt_slot.id,),
+    found = _registered(connection, candidate, run, attempt_slot, observation_slots)
+    if found["conflict"]:
+        raise RegistrationConflictError(
+            "a logical slot of this run is registered with another record"
         )
+    if found["attempt_slot"]:
+        members = found["member"]
         if {row[0] for row in members} != {slot.id for slot in observation_slots}:
             raise RegistrationConflictError(
                 "the attempt slot is registered with other observation slots"
             )
         return attempt_slot.id
-    _insert_decision(connection, candidate)
-    _insert_run(connection, run)
+    if not found["decision"]:
+        _insert_decision(connection, candidate)
+    if not found["run"]:
+        _insert_run(connection, run)
     sql.execute(
         connection,
         "INSERT INTO attempt_slots (id, run_id, logical_slot, execution_kind, role, record_json) "
@@ -89,8 +82,10 @@ def register_slots(
             _document(attempt_slot.to_json()),
         ),
     )
+    existing = {row[0] for row in found["observation_slot"]}
     for slot in observation_slots:
-        if not _exists(connection, "observation_slots", slot.id):
+        if slot.id not in existing:
+            existing.add(slot.id)
             sql.execute(
                 connection,
                 "INSERT INTO observation_slots (id, run_id, logical_slot, kind, "
@@ -114,8 +109,6 @@ def register_slots(
 
 
 def _insert_decision(connection: sqlite3.Connection, decision: ApplicabilityDecision) -> None:
-    if _exists(connection, "applicability_decisions", decision.id):
-        return
     sql.execute(
         connection,
         "INSERT INTO applicability_decisions (id, candidate_id, problem_id, applicable, "
@@ -131,8 +124,6 @@ def _insert_decision(connection: sqlite3.Connection, decision: ApplicabilityDeci
 
 
 def _insert_run(connection: sqlite3.Connection, run: ResolvedRun) -> None:
-    if _exists(connection, "resolved_runs", run.id):
-        return
     sql.execute(
         connection,
         "INSERT INTO resolved_runs (id, logical_spec_id, decision_id, candidate_id, applicable, "
@@ -141,8 +132,62 @@ def _insert_run(connection: sqlite3.Connection, run: ResolvedRun) -> None:
     )
 
 
-def _exists(connection: sqlite3.Connection, table: str, record_id: str) -> bool:
-    return bool(sql.execute(connection, f"SELECT 1 FROM {table} WHERE id = ?", (record_id,)))
+_REGISTERED_SQL = (
+    "SELECT id, 'conflict' FROM attempt_slots "
+    "WHERE run_id = ?1 AND logical_slot = ?2 AND id != ?3 "
+    "UNION ALL SELECT s.id, 'conflict' FROM json_each(?4) AS k JOIN observation_slots AS s "
+    "ON s.run_id = json_extract(k.value, '$[0]') "
+    "AND s.logical_slot = json_extract(k.value, '$[1]') "
+    "AND s.id != json_extract(k.value, '$[2]') "
+    "UNION ALL SELECT id, 'attempt_slot' FROM attempt_slots WHERE id = ?3 "
+    "UNION ALL SELECT observation_slot_id, 'member' FROM attempt_observation_slots "
+    "WHERE attempt_slot_id = ?3 "
+    "UNION ALL SELECT id, 'decision' FROM applicability_decisions WHERE id = ?5 "
+    "UNION ALL SELECT id, 'run' FROM resolved_runs WHERE id = ?6 "
+    "UNION ALL SELECT s.id, 'observation_slot' FROM json_each(?4) AS k "
+    "JOIN observation_slots AS s ON s.id = json_extract(k.value, '$[2]')"
+)
+"""Every row :func:`register_slots` decides on, read by one statement, each tagged with
+what it is: ``conflict``, a record holding the ``(run_id, logical_slot)`` key of one of the
+records being registered under another id (the attempt slot's key is ``?1, ?2`` with id
+``?3``; the observation slots' are the ``[run_id, logical_slot, id]`` triples of the JSON
+array ``?4``); ``attempt_slot``, the attempt slot when it is registered, and ``member``,
+its registered observation slots; ``decision`` and ``run``, the decision and the run when
+registered; ``observation_slot``, each of the observation slots already registered."""
+
+_TAGS = ("conflict", "attempt_slot", "member", "decision", "run", "observation_slot")
+
+
+def _registered(
+    connection: sqlite3.Connection,
+    decision: ApplicabilityDecision,
+    run: ResolvedRun,
+    attempt_slot: AttemptSlot,
+    observation_slots: Sequence[ObservationSlot],
+) -> dict[str, list[sql.Row]]:
+    """:data:`_REGISTERED_SQL`'s rows by tag (every tag present), each row ``(id,)``. The
+    JSON array is written without ASCII escapes, so text SQLite cannot bind fails here as
+    it would as a parameter of its own."""
+    keys = json.dumps(
+        [[slot.run_id, slot.logical_slot, slot.id] for slot in observation_slots],
+        ensure_ascii=False,
+    )
+    rows = sql.execute(
+        connection,
+        _REGISTERED_SQL,
+        (
+            attempt_slot.run_id,
+            attempt_slot.logical_slot,
+            attempt_slot.id,
+            keys,
+            decision.id,
+            run.id,
+        ),
+    )
+    found: dict[str, list[sql.Row]] = {tag: [] for tag in _TAGS}
+    for record_id, tag in rows:
+        found[tag].append((record_id,))
+    return found
 
 
 def _document(document: canonical.JSON) -> str:
