@@ -1,11 +1,11 @@
 """Benchmark: the runner's per-slot lifecycle against a bare stdlib replay of its durable mix.
 
 One **lifecycle** is what the coordinator does for one slot whose worker is a no-op, in
-process, with the real clock (``time.time_ns``): ``coordinator.register`` of a one-slot
-campaign (one-shot measurement slot, one candidate, one problem, no input files; each
-lifecycle has its own candidate, so the registration read finds nothing and the whole
-path is the one ``run`` takes for a new slot), ``attempt.start`` (reserve, advance to
-executing) and ``attempt.finish`` with the ``WorkResult`` a worker that only wrote
+process, with the real clock (``time.time_ns``): its share of ``coordinator.register``
+(the timed rounds register one campaign of ``--slots`` new candidates at once, as ``run``
+registers a campaign: one read of what is already registered, then each slot's rows;
+one-shot measurement slots, one problem, no input files), ``attempt.start`` (reserve,
+advance to executing) and ``attempt.finish`` with the ``WorkResult`` a worker that only wrote
 ``result.json`` gives (exit 0, empty logs, a ``result.json`` distinct per lifecycle so
 that every observation artifact is a new object): validating, ``publish_artifact`` of the
 observation, ``begin_finalization``, ``register_observation``, ``publish_finalization`` of
@@ -13,11 +13,14 @@ observation, ``begin_finalization``, ``register_observation``, ``publish_finaliz
 campaign through ``coordinator.run_campaign`` with an executor whose handles are done at
 once (adds the scheduler's progress reads and the summary).
 
-**The mix.** One more lifecycle, untimed, runs with both seams' observers installed
-(``runstore.sql.install_observer`` and ``runstore.durable.install_observer``, restored
-after) and records, in order, every transaction (its ``BEGIN`` statement, its statement
-count and the WAL frames its ``COMMIT`` wrote) and every durability operation (kind,
-target relative to the store root, and for a file fsync the file's size). Every durable
+**The mix.** One more lifecycle (a one-slot campaign), untimed, runs with both seams'
+observers installed (``runstore.sql.install_observer`` and
+``runstore.durable.install_observer``, restored after) and records, in order, every
+transaction (its ``BEGIN`` statement, its statement count and the WAL frames its
+``COMMIT`` wrote) and every durability operation (kind,
+target relative to the store root, and for a file fsync the file's size). Its
+registration read is one per lifecycle, where the timed rounds have one per round: the
+replay therefore does one read-only transaction per lifecycle more than the store. Every durable
 operation kind ``runstore.durable`` has is counted: ``fsync_file`` (also ``fsync_fd``),
 ``fsync_dir``, ``rename_noreplace``, ``create_directory``, ``mkdir`` and ``unlink`` (each
 with a parent fsync inside), ``remove_tree``, ``flock_shared``/``flock_exclusive``,
@@ -83,6 +86,7 @@ import itertools
 import json
 import os
 import pstats
+import secrets
 import shutil
 import sqlite3
 import statistics
@@ -114,21 +118,27 @@ BIG_TARGET = 0.9
 
 def one_slot_campaign(candidate: str) -> Campaign:
     """A one-shot campaign of one candidate (named ``candidate``) on one problem."""
+    return campaign_of([candidate])
+
+
+def campaign_of(names: list[str]) -> Campaign:
+    """A one-shot campaign of the candidates ``names`` on one problem: one slot each."""
     return Campaign(
         name="bench",
         path="/campaigns/bench.toml",
         slot_kind=SlotKind.ONE_SHOT,
         timeout_ns=TIMEOUT_NS,
         lease_ns=LEASE_NS,
-        candidates=(
+        candidates=tuple(
             Candidate(
-                name=candidate,
+                name=name,
                 command=("{python}", "-c", "pass"),
                 env=(),
                 files=(),
                 applies_to=None,
                 timeout_ns=None,
-            ),
+            )
+            for name in names
         ),
         problems=(Problem(name="p", parameters_json=encode({"size": 1}), files=(), tags=()),),
     )
@@ -175,7 +185,8 @@ class InstantExecutor:
         self.index = index
 
     def submit(self, order: WorkOrder) -> WorkHandle:
-        return _Done(no_op_result(self.index))
+        self.index += 1  # a distinct result.json per slot: a new observation object each
+        return _Done(no_op_result(self.index - 1))
 
     def wait(self, handles: Collection[WorkHandle], timeout_s: float) -> set[WorkHandle]:
         return set(handles)
@@ -196,6 +207,7 @@ class StoreSide:
         self.store = RunStore.open(root)
         self.path = path
         self._names = itertools.count()
+        self._run = secrets.token_hex(4)  # new candidates on a reused big store too
         self.held: list[WalIndex] = []
 
     @property
@@ -203,21 +215,32 @@ class StoreSide:
         return self.store.root
 
     def lifecycle(self) -> None:
-        index = next(self._names)
-        campaign = one_slot_campaign(f"l{index:07d}")
+        """One slot: a one-slot campaign registered and run (what :meth:`lifecycles`
+        does for one slot; the traced mix is this one's)."""
+        self.lifecycles(1)
+
+    def lifecycles(self, count: int) -> None:
+        """``count`` slots as ``run`` takes them: one campaign of ``count`` new candidates
+        registered once (one read of what is registered, then each slot's rows), then each
+        slot's attempt started and finished."""
+        indices = [next(self._names) for _ in range(count)]
+        campaign = campaign_of([f"l{self._run}-{index:07d}" for index in indices])
         if self.path == "run_campaign":
             options = RunOptions(jobs=1)
+            executor = InstantExecutor(indices[0])
             summary = run_campaign(
-                self.store, campaign, InstantExecutor(index), options, _ignore, clock=time.time_ns
+                self.store, campaign, executor, options, _ignore, clock=time.time_ns
             )
-            assert summary.accepted == 1, summary
+            assert summary.accepted == count, summary
             return
         plans, new = register(self.store, campaign)
-        assert new == 1, new
-        started = attempt.start(self.store, plans[0], FirstAttempt(), LEASE_NS, time.time_ns)
-        assert isinstance(started, attempt.Started), started
-        finished = attempt.finish(self.store, started, no_op_result(index), LEASE_NS, time.time_ns)
-        assert finished.terminal.state is AttemptState.ACCEPTED, finished
+        assert new == count, new
+        for index, plan in zip(indices, plans, strict=True):
+            started = attempt.start(self.store, plan, FirstAttempt(), LEASE_NS, time.time_ns)
+            assert isinstance(started, attempt.Started), started
+            result = no_op_result(index)
+            finished = attempt.finish(self.store, started, result, LEASE_NS, time.time_ns)
+            assert finished.terminal.state is AttemptState.ACCEPTED, finished
 
     def close(self) -> None:
         self.store.close()
@@ -265,8 +288,7 @@ def measure(side: StoreSide, replay: Replay, slots: int, rounds: int, label: str
         for name in ("store", "replay") if store_first else ("replay", "store"):
             start, cpu = time.perf_counter_ns(), time.process_time_ns()
             if name == "store":
-                for _ in range(slots):
-                    side.lifecycle()
+                side.lifecycles(slots)
             else:
                 for plan in plans:
                     replay.run(plan)
@@ -351,8 +373,7 @@ def _verdict(value: float, target: float) -> str:
 def profile(side: StoreSide, count: int) -> None:
     profiler = cProfile.Profile()
     profiler.enable()
-    for _ in range(count):
-        side.lifecycle()
+    side.lifecycles(count)
     profiler.disable()
     stats = pstats.Stats(profiler, stream=sys.stdout)
     print(f"cProfile of {count} lifecycles on the fresh store, top 25 by cumulative time:")
