@@ -51,7 +51,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 from runstore.crashsim import processes, trials
@@ -146,19 +146,19 @@ def _killed(
 ) -> list[CrashResult]:
     """The kill method: a trial child per point, crashing a grandchild there."""
     results: list[CrashResult] = []
-    pool = processes.Pool(jobs)
-    queue = list(reversed(chosen))
-    while queue or len(pool):
-        while queue and not pool.full():
-            point = queue.pop()
-            trial = os.path.join(base, f"k{point.k}")
-            body = functools.partial(_trial, scenario, run, fixture, trial, reference, point)
-            pool.start(body, point, trial + ".error")
-        tag, status = pool.wait_any()
-        assert isinstance(tag, Point)
-        result, spent = trials.collect(scenario, run, os.path.join(base, f"k{tag.k}"), tag, status)
+
+    def trial_of(point: Point) -> str:
+        return os.path.join(base, f"k{point.k}")
+
+    def body(point: Point) -> Callable[[], int]:
+        return functools.partial(_trial, scenario, run, fixture, trial_of(point), reference, point)
+
+    def done(point: Point, status: int) -> None:
+        result, spent = trials.collect(scenario, run, trial_of(point), point, status)
         results.append(result)
         phases.add(spent)
+
+    trials.each_point(chosen, jobs, body, trial_of, done)
     return results
 
 

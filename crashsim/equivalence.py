@@ -29,7 +29,7 @@ import os
 import shutil
 import struct
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import attrs
@@ -169,25 +169,27 @@ def _killed(
 ) -> dict[int, dict[str, str] | str]:
     """The kill method's copy at each point, as :func:`comparable` (or why there is none)."""
     found: dict[int, dict[str, str] | str] = {}
-    pool = processes.Pool(jobs)
-    queue = list(reversed(chosen))
-    while queue or len(pool):
-        while queue and not pool.full():
-            point = queue.pop()
-            trial = os.path.join(base, f"kill{point.k}")
-            body = functools.partial(_kill_body, scenario, run, fixture, trial, reference, point)
-            pool.start(body, point, trial + ".error")
-        tag, status = pool.wait_any()
-        assert isinstance(tag, Point)
-        trial = os.path.join(base, f"kill{tag.k}")
+
+    def trial_of(point: Point) -> str:
+        return os.path.join(base, f"kill{point.k}")
+
+    def body(point: Point) -> Callable[[], int]:
+        return functools.partial(
+            _kill_body, scenario, run, fixture, trial_of(point), reference, point
+        )
+
+    def done(point: Point, status: int) -> None:
+        trial = trial_of(point)
         result = trials.load(os.path.join(trial, "result.json"))
         shutil.rmtree(trial, ignore_errors=True)
         view = result.get("view")
         if isinstance(view, dict):
-            found[tag.k] = {str(path): str(digest) for path, digest in view.items()}
+            found[point.k] = {str(path): str(digest) for path, digest in view.items()}
         else:
             error = result.get("mismatch") or trials.read_last_line(trial + ".error")
-            found[tag.k] = f"the kill trial ended with {status}: {error}"
+            found[point.k] = f"the kill trial ended with {status}: {error}"
+
+    trials.each_point(chosen, jobs, body, trial_of, done)
     return found
 
 

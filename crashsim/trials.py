@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable, Sequence
 
 from runstore.crashsim import processes
 from runstore.crashsim.continuation import Resumption
@@ -137,6 +138,27 @@ def collect(
         detail=detail,
     )
     return result, Phases.from_json(phases if isinstance(phases, dict) else {})
+
+
+def each_point(
+    points: Sequence[Point],
+    jobs: int,
+    body: Callable[[Point], Callable[[], int]],
+    trial_of: Callable[[Point], str],
+    done: Callable[[Point, int], None],
+) -> None:
+    """Run ``body(point)`` in a child for each point, at most ``jobs`` at once (its
+    traceback in ``trial_of(point) + ".error"``), calling ``done(point, status)`` as each
+    ends."""
+    pool = processes.Pool(jobs)
+    queue = list(reversed(points))
+    while queue or len(pool):
+        while queue and not pool.full():
+            point = queue.pop()
+            pool.start(body(point), point, trial_of(point) + ".error")
+        tag, status = pool.wait_any()
+        assert isinstance(tag, Point)
+        done(tag, status)
 
 
 def write(path: str, value: dict[str, object]) -> None:

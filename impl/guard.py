@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 from runstore import rules, sql
@@ -70,9 +71,13 @@ def load_attempt(connection: sqlite3.Connection, attempt_id: str) -> AttemptReco
         "FROM attempts WHERE id = ?",
         (attempt_id,),
     )
-    if not rows:
-        return None
-    (id_, slot_id, retry_index, state, revision, started, updated) = rows[0]
+    return _attempt(rows[0]) if rows else None
+
+
+def _attempt(row: tuple[Any, ...]) -> AttemptRecord:
+    """An attempt record from ``(id, slot_id, retry_index, state, revision, started_at_ns,
+    updated_at_ns)``."""
+    (id_, slot_id, retry_index, state, revision, started, updated) = row
     return AttemptRecord(
         id=id_,
         slot_id=slot_id,
@@ -149,16 +154,7 @@ def load_coordination(connection: sqlite3.Connection, attempt_id: str) -> Coordi
     rows = sql.execute(connection, _COORDINATION_SQL, (attempt_id,))
     if not rows:
         return None
-    (id_, slot_id, retry_index, state, revision, started, updated) = rows[0][:7]
-    attempt = AttemptRecord(
-        id=id_,
-        slot_id=slot_id,
-        retry_index=retry_index,
-        state=AttemptState(state),
-        revision=revision,
-        started_at_ns=started,
-        updated_at_ns=updated,
-    )
+    attempt = _attempt(rows[0][:7])
     reservations = tuple(_lease(row[7:11]) for row in rows if row[7] is not None)
     claim = None if rows[0][11] is None else _lease(rows[0][11:15])
     return Coordination(attempt=attempt, reservations=reservations, claim_lease=claim)
