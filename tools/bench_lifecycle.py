@@ -144,9 +144,15 @@ def campaign_of(names: list[str]) -> Campaign:
     )
 
 
+RUN = secrets.randbits(31)
+"""This run's token, in candidate names and results: a reused big store gets new slots
+and new observation objects, not the identical-content path."""
+
+
 def no_op_result(index: int) -> WorkResult:
-    """What a worker that only wrote ``result.json`` returns (distinct per ``index``)."""
-    document = json.dumps({"metrics": {"lifecycle": index}}).encode()
+    """What a worker that only wrote ``result.json`` returns (distinct per ``index`` and
+    per run)."""
+    document = json.dumps({"metrics": {"lifecycle": index, "run": RUN}}).encode()
     return WorkResult(
         status=WorkStatus.EXITED,
         exit_code=0,
@@ -207,7 +213,6 @@ class StoreSide:
         self.store = RunStore.open(root)
         self.path = path
         self._names = itertools.count()
-        self._run = secrets.token_hex(4)  # new candidates on a reused big store too
         self.held: list[WalIndex] = []
 
     @property
@@ -224,7 +229,7 @@ class StoreSide:
         registered once (one read of what is registered, then each slot's rows), then each
         slot's attempt started and finished."""
         indices = [next(self._names) for _ in range(count)]
-        campaign = campaign_of([f"l{self._run}-{index:07d}" for index in indices])
+        campaign = campaign_of([f"l{RUN:08x}-{index:07d}" for index in indices])
         if self.path == "run_campaign":
             options = RunOptions(jobs=1)
             executor = InstantExecutor(indices[0])
