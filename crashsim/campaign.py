@@ -58,13 +58,10 @@ from runstore.crashsim import processes, trials
 from runstore.crashsim.harness import ModelRun, run_traced, warm
 from runstore.crashsim.images import imaged
 from runstore.crashsim.points import (
-    AFTER_COMMIT,
-    BEFORE_COMMIT,
     CampaignResult,
     CrashResult,
     Point,
     Selector,
-    brief,
     check_prefix,
     commit_problem,
     points_of,
@@ -74,15 +71,12 @@ from runstore.crashsim.timing import Phases
 from runstore.crashsim.tracer import Entry, read_trace
 
 __all__ = [
-    "AFTER_COMMIT",
-    "BEFORE_COMMIT",
     "METHODS",
     "CampaignResult",
     "CrashResult",
     "Method",
     "Point",
     "Selector",
-    "brief",
     "check_prefix",
     "points_of",
     "run_campaign",

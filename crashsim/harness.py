@@ -15,7 +15,6 @@ stage names, lease ids and traces agree across the fixture, the reference and ea
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable, Container, Sequence
 from typing import Final, TypeVar
 
@@ -131,17 +130,10 @@ def prepare_fixture(scenario: Scenario, run: ModelRun, root: str) -> int:
 
 def warm() -> None:
     """Prepare the campaign's parent before it forks: compute what every child would
-    otherwise compute again on its first store open (the schema's expected fingerprint),
-    and seed SQLite's process-wide random generator (it seeds itself from the system on
-    first use and is inherited by ``fork``), so that every child draws the same values: the
-    salts SQLite writes into WAL headers are then the same in every execution, and two
-    runs of a scenario leave byte-identical stores."""
+    otherwise compute again on its first store open (the schema's expected fingerprint,
+    cached per process). Two executions still differ in the WAL's salts, which SQLite
+    draws anew in every process (see :mod:`runstore.crashsim.equivalence`)."""
     schema_check.expected_fingerprint()
-    connection = sqlite3.connect(":memory:")
-    try:
-        connection.execute("SELECT randomblob(16)").fetchall()
-    finally:
-        connection.close()
 
 
 def run_traced(

@@ -43,7 +43,7 @@ from typing import Final
 import attrs
 from runstore.crashsim import processes, trials
 from runstore.crashsim.harness import ModelRun, run_traced
-from runstore.crashsim.points import CrashResult, Point
+from runstore.crashsim.points import CrashResult, Point, off_reference
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
 from runstore.crashsim.tracer import Entry, describe, normalize
@@ -147,9 +147,7 @@ class _PrefixReader:
             self.last = entry
             if self.diverged:
                 continue
-            if index >= len(self._reference) or entry != self._reference[index]:
-                expected = self._reference[index] if index < len(self._reference) else "the end"
-                self.diverged = f"trace entry {index} is {entry}, the reference has {expected}"
+            self.diverged = off_reference(self._reference, index, entry)
 
 
 def stop_at(

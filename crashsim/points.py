@@ -143,13 +143,21 @@ def commit_problem(points: Sequence[Point], run: ModelRun) -> str:
     return ""
 
 
+def off_reference(reference: Sequence[Entry], index: int, entry: Entry) -> str:
+    """Why trace entry ``index`` (``entry``) leaves the reference (empty when it does not)."""
+    if index < len(reference) and entry == reference[index]:
+        return ""
+    expected = reference[index] if index < len(reference) else "the end"
+    return f"trace entry {index} is {entry}, the reference has {expected}"
+
+
 def check_prefix(reference: Sequence[Entry], trace: Sequence[Entry], k: int, status: int) -> str:
     """Why a child's ``trace`` is not the reference prefix ending at boundary ``k`` (empty
     when it is)."""
     for index, entry in enumerate(trace):
-        if index >= len(reference) or entry != reference[index]:
-            expected = reference[index] if index < len(reference) else "the end"
-            return f"trace entry {index} is {entry}, the reference has {expected}"
+        difference = off_reference(reference, index, entry)
+        if difference:
+            return difference
     if status != CRASH_EXIT or not trace or trace[-1][:2] != ["b", k]:
         last = trace[-1] if trace else "nothing"
         return f"the child exited with status {status} after {last}, not at boundary {k}"

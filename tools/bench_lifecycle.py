@@ -422,7 +422,7 @@ def run_side(
     side.held.append(wal)
     like = root if resemble else None
     replay = Replay(os.path.join(work, f"replay-{label.split()[0]}"), mix, like)
-    if like is not None:
+    if replay.resembled is not None:
         entries, size = replay.resembled
         print(
             f"  replay made like the store: {entries} entries in artifacts/, {size} byte database"

@@ -215,6 +215,8 @@ class Replay:
         self.data = os.urandom(max([1] + [s.size for s in mix.steps if isinstance(s, FsOp)]))
         self.held: dict[str, int] = {}
         self.indexes: list[WalIndex] = []
+        self.resembled: tuple[int, int] | None = None
+        """(entries in ``artifacts/``, database bytes) when made like a store."""
         self._numbers = itertools.count()
         self._prepare_fixed()
         if like is not None:
