@@ -20,6 +20,9 @@ import time
 from runstore.crashsim.campaign import METHODS, CampaignResult
 from runstore.crashsim.equivalence import compare_methods
 from runstore.crashsim.faulty import FAULTY_NAMES, faulty_scenarios
+from runstore.crashsim.powerloss import PowerLossResult
+from runstore.crashsim.powerloss_suite import failure_lines as powerloss_failure_lines
+from runstore.crashsim.powerloss_suite import run_powerloss_suite
 from runstore.crashsim.scenarios import FULL_IN_SUBSET, SCENARIOS, Scenario
 from runstore.crashsim.suite import (
     default_directory,
@@ -28,6 +31,8 @@ from runstore.crashsim.suite import (
     run_suite,
     selector,
 )
+
+FAULTS = ("io", "powerloss", "all")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +71,14 @@ def main(argv: list[str] | None = None) -> int:
         help="instead of checking, crash the chosen points by both methods and compare "
         "what each leaves (runstore.crashsim.equivalence)",
     )
+    parser.add_argument(
+        "--faults",
+        choices=FAULTS,
+        default=None,
+        help="instead of process death: powerloss checks every on-disk state a power cut "
+        "could leave (runstore.crashsim.powerloss); io fails each durability call with EIO "
+        "and ENOSPC (runstore.crashsim.iofaults); all runs both",
+    )
     parser.add_argument("--directory", default=None, help="where copies are made")
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
@@ -83,6 +96,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, markers: str
 
     if args.compare_methods:
         return _compare(args, [catalog[name] for name in names])
+    if args.faults is not None:
+        return _faults(args, catalog)
 
     def report(result: CampaignResult) -> None:
         print(
@@ -114,6 +129,38 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, markers: str
     if suite.failures:
         return 1
     return 2 if suite.mismatches else 0
+
+
+def _faults(args: argparse.Namespace, catalog: dict[str, Scenario]) -> int:
+    """The fault campaigns; exit status as for process death."""
+    failures = mismatches = 0
+    if args.faults in ("powerloss", "all"):
+
+        def report(result: PowerLossResult) -> None:
+            print(
+                f"{result.scenario}: boundaries={result.boundaries} cuts={result.cuts} "
+                f"states={result.states} failures={len(result.failures)} "
+                f"seconds={result.seconds:.1f}",
+                flush=True,
+            )
+            for line in powerloss_failure_lines(result):
+                print(line, flush=True)
+
+        suite = run_powerloss_suite(
+            args.scenario,
+            exhaustive=args.exhaustive,
+            seed=args.seed,
+            jobs=args.jobs,
+            directory=args.directory,
+            catalog=catalog,
+            report=report,
+        )
+        print(suite.summary(), flush=True)
+        failures += suite.failures
+        mismatches += suite.mismatches
+    if failures:
+        return 1
+    return 2 if mismatches else 0
 
 
 def _compare(args: argparse.Namespace, scenarios: list[Scenario]) -> int:

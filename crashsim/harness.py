@@ -144,13 +144,15 @@ def run_traced(
     crash_at: int | None,
     pause: Callable[[int], None] | None = None,
     pause_at: Container[int] = (),
+    persistence: bool = False,
 ) -> int:
     """Child body: run the scenario on ``root`` under a tracer writing ``trace_path``,
     stopping the process at boundary ``crash_at`` (pausing through ``pause`` at each of
-    ``pause_at``). Returns COMPLETED or FAILED."""
+    ``pause_at``; with ``persistence``, the trace also holds the seam's persistence
+    effects). Returns COMPLETED or FAILED."""
     staging.install_token_source(StageTokens(run.step_tokens))
     fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
-    tracer = Tracer(fd, root, crash_at, pause, pause_at)
+    tracer = Tracer(fd, root, crash_at, pause, pause_at, persistence)
     try:
         with tracer:
             _run_steps(scenario.steps, run, root, tracer)

@@ -160,14 +160,22 @@ def stop_at(
     on_stop: Callable[[int, str], None],
     between: Callable[[], None] = lambda: None,
     phases: Phases | None = None,
+    *,
+    persistence: bool = False,
+    on_start: Callable[[str], None] = lambda live: None,
+    on_end: Callable[[str, int], None] = lambda live, status: None,
 ) -> dict[int, str]:
     """Run ``scenario`` once on a copy of ``fixture`` (``<base>/live``), stopping at each
     boundary in ``stops`` and calling ``on_stop(k, live root)`` there when the trace so far
     is the reference's prefix; ``between()`` is called before each wait for the next stop.
-    Returns the mismatch of each stop that was off the reference path or never reached."""
+    ``on_start(live)`` is called before the child starts and ``on_end(live, status)`` after
+    it ended; ``persistence`` traces the seam's persistence effects too (the reference must
+    have been recorded the same way). Returns the mismatch of each stop that was off the
+    reference path or never reached."""
     timing = phases if phases is not None else Phases()
     live = os.path.join(base, "live")
     shutil.copytree(fixture, live, symlinks=True)
+    on_start(live)
     trace_path = os.path.join(base, "imaging.trace")
     from_child, to_parent = os.pipe()
     from_parent, to_child = os.pipe()
@@ -182,7 +190,7 @@ def stop_at(
             if os.read(from_parent, 1) != b"c":
                 os._exit(GONE_EXIT)
 
-        return run_traced(scenario, run, live, trace_path, None, pause, wanted)
+        return run_traced(scenario, run, live, trace_path, None, pause, wanted, persistence)
 
     pid = processes.fork(child, os.path.join(base, "imaging.error"))
     os.close(to_parent)
@@ -210,6 +218,7 @@ def stop_at(
         os.close(to_child)
         status = processes.wait(pid)
     ended = reader.finish() or f"the imaging run ended with status {status} before it"
+    on_end(live, status)
     mismatches.update({k: ended for k in wanted - reached})
     shutil.rmtree(live, ignore_errors=True)
     return mismatches

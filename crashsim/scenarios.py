@@ -289,6 +289,9 @@ ALL_EDGES = (
 
 
 REOPEN: Final = "reopen"
+INIT_REGISTER: Final = "init_register"
+"""A store created by opening, then its first registration: the first acknowledged result
+of a new store (the power-loss campaign's check that creating the database is durable)."""
 
 
 def _scenario(name: str, setup: tuple[Step, ...], *steps: Step) -> Scenario:
@@ -393,6 +396,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
     for scenario in (
         Scenario(name="init", setup=(), steps=(), initialized=False),
         Scenario(name=REOPEN, setup=PUBLISHED_OBSERVED, steps=()),
+        Scenario(name=INIT_REGISTER, setup=(), steps=(register(),), initialized=False),
         _scenario("register_one_shot", (), register()),
         _scenario("reserve", REGISTERED, reserve(A, FirstAttempt(), "reservation-a", 1_000)),
         _scenario("advance", RESERVED, *path(A, ALL_EDGES, 1_100)),

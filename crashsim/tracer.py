@@ -11,13 +11,18 @@ nothing):
   and its target);
 * ``["op", i, name]`` and ``["end", i]``: the scenario harness's marks around step ``i``.
   Marks are not boundaries and are never crash points.
+* ``["p", effect, path, ...]`` (only with ``persistence=True``, for the power-loss
+  simulator): a persistence effect the durability seam's recorder reported (see
+  :data:`runstore.durable.Recorder`), written between the boundaries of its operation.
 
 Targets are normalized (the store root becomes ``$ROOT``, the random probe suffix ``*``)
 so that traces of runs on different copies compare equal. With ``crash_at=k`` the tracer
 writes boundary ``k`` and then calls ``os._exit(CRASH_EXIT)``: no destructors, no
 rollback, no flushing of anything but the trace. With ``pause`` it writes each boundary in
 ``pause_at`` and then calls ``pause(k)``, which returns when the process may go on (the
-image method's stop, :mod:`runstore.crashsim.images`).
+image method's stop, :mod:`runstore.crashsim.images`). With ``fault`` it calls
+``fault(k, phase, kind, text)`` after writing each boundary (fault injection; the trace is
+the same with or without it up to the first fault).
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ from runstore import durable, sql
 
 Entry = list[object]
 Phase = Literal["before", "after"]
+Fault = Callable[[int, Phase, str, str], None]
+"""``fault(k, phase, kind, text)``: called at each boundary right after it is written (the
+I/O fault campaign's injector, :mod:`runstore.crashsim.iofaults`); raising ``OSError``
+from a filesystem "before" boundary makes that operation fail."""
 
 CRASH_EXIT: Final = 77
 """The exit status of a child that stopped at its crash point."""
@@ -56,25 +65,35 @@ class Tracer:
         crash_at: int | None = None,
         pause: Callable[[int], None] | None = None,
         pause_at: Container[int] = (),
+        persistence: bool = False,
+        *,
+        fault: Fault | None = None,
     ) -> None:
         self._fd = fd
+        self._fault = fault
+        self._persistence = persistence
         self._root = root
         self._crash_at = crash_at
         self._pause = pause
         self._pause_at = pause_at
         self._next = 0
         self._previous: tuple[durable.Observer | None, sql.Observer | None] = (None, None)
+        self._previous_recorder: durable.Recorder | None = None
 
     def __enter__(self) -> Tracer:
         self._previous = (
             durable.install_observer(self._on_fs),
             sql.install_observer(self._on_sql),
         )
+        if self._persistence:
+            self._previous_recorder = durable.install_recorder(self._on_effect)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         durable.install_observer(self._previous[0])
         sql.install_observer(self._previous[1])
+        if self._persistence:
+            durable.install_recorder(self._previous_recorder)
 
     def mark(self, entry: Entry) -> None:
         """Write a harness mark (or any non-boundary entry)."""
@@ -86,10 +105,16 @@ class Tracer:
     def _on_fs(self, phase: Phase, operation: str, target: str) -> None:
         self._boundary(phase, "fs", f"{operation} {target}")
 
+    def _on_effect(self, effect: str, paths: tuple[str, ...]) -> None:
+        self._write(["p", effect, *(normalize(path, self._root) for path in paths)])
+
     def _boundary(self, phase: Phase, kind: str, text: str) -> None:
         k = self._next
         self._next += 1
-        self._write(["b", k, phase, kind, normalize(text, self._root)])
+        normalized = normalize(text, self._root)
+        self._write(["b", k, phase, kind, normalized])
+        if self._fault is not None:
+            self._fault(k, phase, kind, normalized)
         if k == self._crash_at:
             os._exit(CRASH_EXIT)
         if self._pause is not None and k in self._pause_at:

@@ -41,15 +41,23 @@ def prepare(scenario: Scenario, run: ModelRun, base: str, phases: Phases) -> tup
 
 
 def reference(
-    scenario: Scenario, run: ModelRun, base: str, fixture: str, phases: Phases
+    scenario: Scenario,
+    run: ModelRun,
+    base: str,
+    fixture: str,
+    phases: Phases,
+    persistence: bool = False,
 ) -> tuple[list[Entry], str]:
-    """Record the reference execution on a copy of ``fixture`` and check its final state;
-    returns its trace and a problem (empty when none)."""
+    """Record the reference execution on a copy of ``fixture`` and check its final state
+    (with ``persistence``, the trace also holds the seam's persistence effects); returns
+    its trace and a problem (empty when none)."""
     root = os.path.join(base, "reference")
     shutil.copytree(fixture, root, symlinks=True)
     trace_path = os.path.join(base, "reference.trace")
     with phases.measure("reference run"):
-        status = processes.run(lambda: run_traced(scenario, run, root, trace_path, None))
+        status = processes.run(
+            lambda: run_traced(scenario, run, root, trace_path, None, persistence=persistence)
+        )
     trace = read_trace(trace_path)
     if status != COMPLETED or not trace or trace[-1] != ["done"]:
         last = trace[-1] if trace else "nothing"

@@ -4,9 +4,12 @@ Rules of this file: file and directory fsync, no-replace rename, kernel locks, d
 mkdir and unlink, and the filesystem-type query live here and nowhere else. Each operation
 announces itself to an optional observer before and after the syscall, so tests can inject
 failures (by raising ``OSError`` from the observer) and the crash simulator can number
-boundaries. The observer is test-only: production code never installs one. Operations
-raise plain ``OSError``; callers decide which typed error that becomes. This module
-imports nothing from the rest of the package.
+boundaries. A second hook, the recorder, is told of each persistence effect as its
+syscall succeeds (a file or directory synced, a directory made, an entry renamed or
+removed), in order, so the power-loss simulator can tell what a power cut may undo. Both
+hooks are test-only: production code never installs one. Operations raise plain
+``OSError``; callers decide which typed error that becomes. This module imports nothing
+from the rest of the package.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ Phase = Literal["before", "after"]
 Observer = Callable[[Phase, str, str], None]
 """``observer(phase, operation, target)``; raising from ``before`` makes the operation fail."""
 
+Recorder = Callable[[str, tuple[str, ...]], None]
+"""``recorder(effect, paths)``, called right after the syscall succeeds. Effects:
+"fsync" (a file: path or, for :func:`fsync_fd`, its label), "fsync_dir", "mkdir",
+"unlink", "rmdir" (one path each) and "rename" (source, destination)."""
+
 _observer: Observer | None = None
+_recorder: Recorder | None = None
 
 
 def install_observer(observer: Observer | None) -> Observer | None:
@@ -36,6 +45,34 @@ def install_observer(observer: Observer | None) -> Observer | None:
     global _observer
     previous, _observer = _observer, observer
     return previous
+
+
+def install_recorder(recorder: Recorder | None) -> Recorder | None:
+    """The seam's second test hook: install ``recorder`` (None removes it) and return the
+    previous one. It is called once per persistence effect of this seam's operations, in
+    this process, after the syscall succeeded (see :data:`Recorder`); a compound operation
+    reports each effect (``remove_tree``: each unlink and rmdir, then the parent's sync).
+    Test-only, like the observer."""
+    global _recorder
+    previous, _recorder = _recorder, recorder
+    return previous
+
+
+def _record(effect: str, *paths: str) -> None:
+    if _recorder is not None:
+        _recorder(effect, paths)
+
+
+def _sync_directory(path: str, *, follow: bool = False) -> None:
+    """fsync a directory (``follow``: even through a symbolic link, as for the parent of a
+    path, which may be the user's own linked directory)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _record("fsync_dir", path)
 
 
 def _before(operation: str, target: str) -> None:
@@ -56,6 +93,7 @@ def fsync_fd(fd: int, label: str) -> None:
     not be opened and closed while SQLite holds locks on it)."""
     _before("fsync_file", label)
     os.fsync(fd)
+    _record("fsync", label)
     _after("fsync_file", label)
 
 
@@ -67,17 +105,14 @@ def fsync_file(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    _record("fsync", path)
     _after("fsync_file", path)
 
 
 def fsync_dir(path: str) -> None:
     """fsync a directory so that entries created, renamed or removed in it are durable."""
     _before("fsync_dir", path)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _sync_directory(path)
     _after("fsync_dir", path)
 
 
@@ -88,11 +123,8 @@ def mkdir(path: str, mode: int = 0o700) -> None:
     """Create a directory and fsync its parent. Refuses an existing entry (FileExistsError)."""
     _before("mkdir", path)
     os.mkdir(path, mode)
-    fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _record("mkdir", path)
+    _sync_directory(os.path.dirname(path), follow=True)
     _after("mkdir", path)
 
 
@@ -102,6 +134,7 @@ def create_directory(path: str, mode: int = 0o700) -> None:
     Refuses an existing entry (FileExistsError)."""
     _before("create_directory", path)
     os.mkdir(path, mode)
+    _record("mkdir", path)
     _after("create_directory", path)
 
 
@@ -109,11 +142,8 @@ def unlink(path: str) -> None:
     """Remove a file (not a directory) and fsync its parent."""
     _before("unlink", path)
     os.unlink(path)
-    fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _record("unlink", path)
+    _sync_directory(os.path.dirname(path), follow=True)
     _after("unlink", path)
 
 
@@ -126,19 +156,19 @@ def remove_tree(path: str, *, sync_parent: bool = True) -> None:
     for dirpath, dirnames, filenames in os.walk(path, topdown=False):
         for name in filenames:
             os.unlink(os.path.join(dirpath, name))
+            _record("unlink", os.path.join(dirpath, name))
         for name in dirnames:
             child = os.path.join(dirpath, name)
             if os.path.islink(child):
                 os.unlink(child)
+                _record("unlink", child)
             else:
                 os.rmdir(child)
+                _record("rmdir", child)
     os.rmdir(path)
+    _record("rmdir", path)
     if sync_parent:
-        fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _sync_directory(os.path.dirname(path), follow=True)
     _after("remove_tree", path)
 
 
@@ -172,6 +202,7 @@ def rename_noreplace(source: str, destination: str) -> None:
     if result != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), destination)
+    _record("rename", source, destination)
     _after("rename_noreplace", f"{source} -> {destination}")
 
 

@@ -1,0 +1,406 @@
+"""What a power cut may leave: a conservative POSIX persistence model over photographs of
+the store root, for :mod:`runstore.crashsim.powerloss`.
+
+The model (SPEC §14, "Power loss"). Each file and directory is an *identity* (an inode seen
+in the photographs: one that disappears and comes back is a new identity). Each identity
+has the version last seen (in the page cache) and its *durable* version: for a file, its
+bytes and mode at its last fsync (a file never synced in the run has no bytes); for a
+directory, its entries (name to identity) at its last fsync (a directory made in the run
+and never synced has none). Everything in the fixture is durable when the run starts. A
+power cut may then leave, independently:
+
+* for each directory entry that differs between a directory's seen and durable entries
+  (made, renamed or removed since the directory's last fsync): either, so a created entry
+  may vanish, a removed one come back (with its identity's durable contents), and a
+  renamed identity be found under its new name, its old one, both or neither;
+* for each file whose seen bytes are not its durable bytes: the durable bytes, the seen
+  bytes, or half of the seen bytes (a write partly present);
+* for the database (``run.sqlite3`` with its ``-wal`` and ``-shm``), what SQLite guarantees
+  in WAL mode with ``synchronous=FULL``: its files as they were right after the last
+  statement that committed outside a transaction (a COMMIT, or a write in autocommit), or
+  as they are at the cut (which holds that commit or a later one). The ``run.sqlite3``
+  entry in the root follows the directory rule like any other; when it is lost, so are the
+  sidecars (their entries are SQLite's to sync).
+
+Rules of this file: pure bookkeeping over photographs (:data:`Photo`) and the persistence
+effects the durability seam recorded (:data:`runstore.durable.Recorder`); no process is
+forked and no store opened here. Paths are relative to the store root ("" is the root).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import re
+import stat
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Final
+
+import attrs
+from runstore.crashsim.images import Tree
+from runstore.store_root import DATABASE_NAME, SIDECAR_NAMES
+
+DATABASE_FILES: Final = (DATABASE_NAME, *SIDECAR_NAMES)
+ROOT_PREFIX: Final = "$ROOT"
+
+
+@attrs.frozen
+class Node:
+    """One entry of a photograph: inode number, kind ("d" or "f"), mode bits, bytes."""
+
+    ino: int
+    kind: str
+    mode: int
+    data: bytes = b""
+
+
+Photo = dict[str, Node]
+"""A store root read whole: relative path ("" for the root) to its node. The database
+files are in it with no bytes: their bytes are read by :func:`database_files`."""
+
+
+def photograph(root: str) -> Photo:
+    """Read ``root`` whole (every directory and regular file, by inode; the database files
+    without their bytes). Symbolic links are refused: the store makes none."""
+    info = os.lstat(root)
+    photo: Photo = {"": Node(info.st_ino, "d", stat.S_IMODE(info.st_mode))}
+    for directory, names, files in os.walk(root):
+        for name in sorted(names + files):
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, root)
+            info = os.lstat(path)
+            mode = stat.S_IMODE(info.st_mode)
+            if stat.S_ISDIR(info.st_mode):
+                photo[relative] = Node(info.st_ino, "d", mode)
+            elif stat.S_ISREG(info.st_mode):
+                data = b""
+                if relative not in DATABASE_FILES:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+                photo[relative] = Node(info.st_ino, "f", mode, data)
+            else:
+                raise RuntimeError(f"the store root holds a special file or link: {relative}")
+    return photo
+
+
+def database_files(root: str) -> dict[str, bytes]:
+    """The bytes of each database file that exists in ``root``."""
+    found: dict[str, bytes] = {}
+    for name in DATABASE_FILES:
+        try:
+            with open(os.path.join(root, name), "rb") as handle:
+                found[name] = handle.read()
+        except FileNotFoundError:
+            continue
+    return found
+
+
+@attrs.frozen
+class FileVersion:
+    mode: int
+    data: bytes
+
+
+@attrs.frozen
+class DirVersion:
+    mode: int
+    entries: tuple[tuple[str, int], ...]
+    """(name, identity) pairs, sorted by name."""
+
+    def lookup(self) -> dict[str, int]:
+        return dict(self.entries)
+
+
+Version = FileVersion | DirVersion
+EMPTY_FILE: Final = FileVersion(0o600, b"")
+
+
+@attrs.frozen
+class Item:
+    """One thing a power cut may undo: ``options[0]`` is what the page cache holds, the
+    others what may be found instead. ``what`` names it for reports."""
+
+    kind: str
+    """"entry" (a directory entry), "data" (a file's bytes) or "database"."""
+    identity: int
+    name: str
+    path: str
+    """The entry's or file's path (relative to the root)."""
+    options: tuple[object, ...]
+
+    @property
+    def what(self) -> str:
+        if self.kind == "entry":
+            return f"entry {self.path}"
+        return f"data of {self.path}" if self.kind == "data" else "the database's last commits"
+
+
+@attrs.frozen
+class Cut:
+    """The page cache's state at one cut and what may be undone: each state of the cut is
+    one option per item (:meth:`choices`), made into a tree by :meth:`materialize`."""
+
+    root: int
+    seen: Mapping[int, Version]
+    items: tuple[Item, ...]
+    database: Mapping[str, bytes]
+    """The database files as they are at the cut (absent ones left out)."""
+
+    def count(self) -> int:
+        total = 1
+        for item in self.items:
+            total *= len(item.options)
+        return total
+
+    def choices(self, limit: int, seed: int) -> list[tuple[int, ...]]:
+        """Every choice vector when there are at most ``limit``; otherwise the page
+        cache's state, everything undone, each item undone alone (each option), each item
+        alone kept, and seeded random vectors up to ``limit``."""
+        sizes = [len(item.options) for item in self.items]
+        if self.count() <= limit:
+            return list(itertools.product(*(range(size) for size in sizes)))
+        chosen: dict[tuple[int, ...], None] = {}
+        nothing = tuple(0 for _ in sizes)
+        everything = tuple(size - 1 for size in sizes)
+        chosen[nothing] = None
+        chosen[everything] = None
+        for index, size in enumerate(sizes):
+            for option in range(1, size):
+                chosen[(*nothing[:index], option, *nothing[index + 1 :])] = None
+            chosen[(*everything[:index], 0, *everything[index + 1 :])] = None
+        generator = random.Random(seed)
+        while len(chosen) < limit:
+            chosen[tuple(generator.randrange(size) for size in sizes)] = None
+        return list(chosen)
+
+    def materialize(self, choice: Sequence[int]) -> Tree:
+        """The tree a power cut leaves under ``choice`` (see the module docstring), in the
+        format of :func:`runstore.crashsim.images.read_tree` (database files included)."""
+        entries: dict[int, dict[str, int]] = {}
+        files: dict[int, FileVersion] = {}
+        database = self.database
+        for item, option in zip(self.items, choice, strict=True):
+            value = item.options[option]
+            if item.kind == "entry":
+                table = entries.setdefault(item.identity, {})
+                table[item.name] = value if isinstance(value, int) else -1
+            elif item.kind == "data":
+                assert isinstance(value, FileVersion)
+                files[item.identity] = value
+            else:
+                assert isinstance(value, dict)
+                database = value
+        tree: Tree = []
+        self._walk(self.root, "", entries, files, database, (), tree)
+        return tree
+
+    def _walk(
+        self,
+        identity: int,
+        relative: str,
+        entries: dict[int, dict[str, int]],
+        files: dict[int, FileVersion],
+        database: Mapping[str, bytes],
+        ancestors: tuple[int, ...],
+        tree: Tree,
+    ) -> None:
+        version = self.seen[identity]
+        assert isinstance(version, DirVersion)
+        table = version.lookup()
+        table.update(entries.get(identity, {}))
+        for name in sorted(table):
+            child = table[name]
+            path = f"{relative}/{name}" if relative else name
+            if child < 0 or child in ancestors:
+                continue
+            if not relative and name == DATABASE_NAME:
+                for file in DATABASE_FILES:
+                    if file in database or file == DATABASE_NAME:
+                        tree.append((file, "f", 0o600, database.get(file, b"")))
+                continue
+            child_version = self.seen[child]
+            if isinstance(child_version, DirVersion):
+                tree.append((path, "d", child_version.mode, b""))
+                self._walk(child, path, entries, files, database, (*ancestors, identity), tree)
+            else:
+                chosen = files.get(child, child_version)
+                tree.append((path, "f", chosen.mode, chosen.data))
+
+
+class Disk:
+    """The persistence model of one run: fed the photograph at each boundary, in order,
+    with the effects recorded since the previous one; :meth:`cut` says what a power cut
+    at the latest photograph may leave."""
+
+    def __init__(self, start: Photo, database: Mapping[str, bytes]) -> None:
+        self._database = dict(database)
+        self._safe_database = dict(database)
+        self._next = 0
+        self._by_ino: dict[int, int] = {}
+        self._paths: dict[str, int] = {}
+        self._last_path: dict[int, str] = {}
+        self._aliases: dict[int, set[str]] = {}
+        self.seen: dict[int, Version] = {}
+        self.durable: dict[int, Version] = {}
+        self._observe(start)
+        self.durable = dict(self.seen)
+
+    def observe(
+        self,
+        photo: Photo,
+        effects: Sequence[Sequence[object]],
+        database: Mapping[str, bytes] | None = None,
+        *,
+        safe: bool = False,
+    ) -> list[tuple[str, str]]:
+        """Take the photograph at the next boundary, the effects recorded before it and,
+        when read there, the database files; ``safe`` when SQLite has made the database
+        durable there (its files must then be given). Returns what the photograph shows
+        happened to files outside the seam since the previous one: ("create", path) and
+        ("write", path), which the seam does not record."""
+        derived = self._observe(photo)
+        for effect, *paths in effects:
+            if effect not in ("fsync", "fsync_dir"):
+                continue
+            relative = self._resolve(str(paths[0]))
+            if relative is None or relative in DATABASE_FILES:
+                continue
+            identity = self._paths[relative]
+            self.durable[identity] = self.seen[identity]
+        if database is not None:
+            self._database = dict(database)
+            if safe:
+                self._safe_database = dict(database)
+        elif safe:
+            raise ValueError("a safe point needs the database files")
+        return derived
+
+    def cut(self) -> Cut:
+        """The items a power cut now may undo, found from the root through seen and
+        durable entries alike."""
+        items: list[Item] = []
+        root = self._paths[""]
+        names = self._names()
+        queue, visited = [root], {root}
+        while queue:
+            identity = queue.pop(0)
+            seen, durable = self.seen[identity], self.durable.get(identity)
+            if isinstance(seen, FileVersion):
+                items.extend(self._file_items(identity, seen, durable, names))
+                continue
+            current = seen.lookup()
+            kept = durable.lookup() if isinstance(durable, DirVersion) else {}
+            for name in sorted(set(current) | set(kept)):
+                now, before = current.get(name, -1), kept.get(name, -1)
+                if now != before:
+                    where = f"{names.get(identity, '?')}/{name}".lstrip("/")
+                    items.append(Item("entry", identity, name, where, (now, before)))
+                for child in (now, before):
+                    if child >= 0 and child not in visited:
+                        visited.add(child)
+                        queue.append(child)
+        if self._database != self._safe_database:
+            options = (dict(self._database), dict(self._safe_database))
+            items.append(Item("database", -1, DATABASE_NAME, DATABASE_NAME, options))
+        return Cut(root, dict(self.seen), tuple(items), dict(self._database))
+
+    def _file_items(
+        self,
+        identity: int,
+        seen: FileVersion,
+        durable: Version | None,
+        names: Mapping[int, str],
+    ) -> Iterator[Item]:
+        if names.get(identity) == DATABASE_NAME:
+            return
+        kept = durable if isinstance(durable, FileVersion) else EMPTY_FILE
+        if seen == kept:
+            return
+        options: list[FileVersion] = [seen, kept]
+        half = FileVersion(seen.mode, seen.data[: len(seen.data) // 2])
+        if half not in options:
+            options.append(half)
+        yield Item("data", identity, "", names.get(identity, "?"), tuple(options))
+
+    def _observe(self, photo: Photo) -> list[tuple[str, str]]:
+        derived: list[tuple[str, str]] = []
+        by_ino: dict[int, int] = {}
+        paths: dict[str, int] = {}
+        for relative, node in photo.items():
+            if relative in SIDECAR_NAMES:
+                continue
+            identity = self._by_ino.get(node.ino)
+            previous = self.seen.get(identity) if identity is not None else None
+            if identity is None or _kind(previous) != node.kind:
+                identity = self._next
+                self._next += 1
+                if node.kind == "f":
+                    derived.append(("create", relative))
+            elif (
+                node.kind == "f"
+                and isinstance(previous, FileVersion)
+                and previous.data != node.data
+                and relative != DATABASE_NAME
+            ):
+                derived.append(("write", relative))
+            by_ino[node.ino] = identity
+            paths[relative] = identity
+        children: dict[int, list[tuple[str, int]]] = {
+            paths[p]: [] for p, node in photo.items() if node.kind == "d"
+        }
+        for relative, identity in paths.items():
+            if relative:
+                parent = paths[os.path.dirname(relative)]
+                children[parent].append((os.path.basename(relative), identity))
+        for relative, identity in paths.items():
+            node = photo[relative]
+            if node.kind == "d":
+                self.seen[identity] = DirVersion(node.mode, tuple(sorted(children[identity])))
+            elif relative == DATABASE_NAME:
+                self.seen[identity] = FileVersion(node.mode, b"")
+            else:
+                self.seen[identity] = FileVersion(node.mode, node.data)
+        self._by_ino, self._paths = by_ino, paths
+        for relative, identity in paths.items():
+            self._last_path[identity] = relative
+            self._aliases.setdefault(identity, set()).add(relative)
+        return derived
+
+    def _resolve(self, path: str) -> str | None:
+        """The relative path of a recorded effect's normalized path (None outside the
+        root); the probe directory's normalized suffix is matched against the photograph."""
+        if path == ROOT_PREFIX:
+            return ""
+        if not path.startswith(ROOT_PREFIX + "/"):
+            return None
+        relative = path[len(ROOT_PREFIX) + 1 :]
+        if relative in self._paths or "*" not in relative:
+            return relative
+        pattern = re.compile(re.escape(relative).replace(r"\*", "[0-9a-f]+"))
+        matches = [p for p in self._paths if pattern.fullmatch(p)]
+        if len(matches) != 1:
+            raise RuntimeError(f"cannot tell which path {path} is: {matches}")
+        return matches[0]
+
+    def aliases(self, item: Item) -> set[str]:
+        """Every path the thing ``item`` is about was seen under (for reports)."""
+        if item.kind == "database":
+            return {DATABASE_NAME}
+        if item.kind == "data":
+            return set(self._aliases.get(item.identity, ()))
+        found = {item.path}
+        for child in item.options:
+            if isinstance(child, int) and child >= 0:
+                found |= self._aliases.get(child, set())
+        return found
+
+    def _names(self) -> dict[int, str]:
+        """A name for each identity: its current path, else the last one it had."""
+        return dict(self._last_path)
+
+
+def _kind(version: Version | None) -> str:
+    if version is None:
+        return ""
+    return "d" if isinstance(version, DirVersion) else "f"

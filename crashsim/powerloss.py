@@ -1,0 +1,421 @@
+"""The power-loss campaign: run a scenario once, photographing the store root at every
+boundary, and check every on-disk state a power cut could leave at each chosen cut.
+
+How. The reference is recorded with the durability seam's persistence effects in its
+trace (:data:`runstore.durable.Recorder`). One child runs the scenario under the image
+method's stops (:func:`runstore.crashsim.images.stop_at`), stopping at every boundary;
+the parent photographs the root by inode (:func:`~runstore.crashsim.persistence.photograph`)
+and feeds :class:`~runstore.crashsim.persistence.Disk`, which keeps each file's and
+directory's durable version. At each chosen cut (a boundary, or the end of the run) the
+parent asks the disk what a power cut may leave (:meth:`Disk.cut`), builds each state, and
+has a trial child check it (:func:`runstore.crashsim.powerloss_check.check_state_body`):
+reopen, recover, the model's acceptable states, every completed object, the user's
+continuation, and on a failure whether an acknowledged result was lost. States whose trees
+are identical at cuts with the same acceptable states are checked once.
+
+The first failing state (the earliest cut) is then shrunk: each undone item is put back in
+turn while the state still fails, and what remains, with the persistence effects that
+touched it, is the report (``shrunk``).
+
+Rules of this file: the parent never opens a connection; every state is checked in its own
+child. The database's bytes are read only at the safe points SQLite's guarantee names and
+at the cuts (see :mod:`runstore.crashsim.persistence`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import attrs
+from runstore.crashsim import processes, trials
+from runstore.crashsim.harness import ModelRun, warm
+from runstore.crashsim.images import stop_at, tree_digest, write_tree
+from runstore.crashsim.persistence import Cut, Disk, database_files, photograph
+from runstore.crashsim.points import Point, commit_problem, points_of
+from runstore.crashsim.powerloss_check import LOST, CutPoint, check_state_body
+from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.timing import Phases
+from runstore.crashsim.tracer import Entry, describe
+
+WAITING_PER_JOB: Final = 4
+END: Final = -1
+"""The cut after the last step returned and the store was closed."""
+
+
+@attrs.frozen
+class StateResult:
+    """The finding for one distinct power-loss state."""
+
+    cut: int
+    where: str
+    undone: tuple[str, ...]
+    status: str
+    detail: str
+    copies: int = 1
+    """How many (cut, choice) pairs left this very state with the same acceptable states."""
+
+
+@attrs.frozen
+class PowerLossResult:
+    """One scenario's power-loss campaign."""
+
+    scenario: str
+    boundaries: int
+    cuts: int
+    results: tuple[StateResult, ...]
+    seconds: float
+    problem: str | None = None
+    shrunk: str = ""
+    mismatches: tuple[str, ...] = ()
+
+    @property
+    def states(self) -> int:
+        return len(self.results)
+
+    @property
+    def failures(self) -> list[StateResult]:
+        return [r for r in self.results if r.status != "ok"]
+
+
+Chooser = Callable[[Sequence[Point]], Sequence[int]]
+
+
+def run_powerloss(
+    scenario: Scenario,
+    choose: Chooser,
+    *,
+    limit: int,
+    seed: int = 0,
+    jobs: int = 2,
+    directory: str | None = None,
+    shrink: bool = True,
+) -> PowerLossResult:
+    """Cut the power at the boundaries ``choose`` picks and at the end, checking at most
+    ``limit`` states per cut (all when a cut has no more; else a seeded sample)."""
+    started = time.monotonic()
+    warm()
+    run = ModelRun(scenario)
+    base = tempfile.mkdtemp(prefix=f"runstore-powerloss-{scenario.name}-", dir=directory)
+    phases = Phases()
+
+    def finished(boundaries: int, campaign: _Campaign | None, problem: str = "") -> PowerLossResult:
+        seconds = time.monotonic() - started
+        if campaign is None:
+            return PowerLossResult(scenario.name, boundaries, 0, (), seconds, problem or None)
+        return PowerLossResult(
+            scenario.name,
+            boundaries,
+            campaign.cut_count,
+            tuple(campaign.results()),
+            seconds,
+            problem or None,
+            campaign.shrunk,
+            tuple(campaign.mismatches),
+        )
+
+    try:
+        fixture, problem = trials.prepare(scenario, run, base, phases)
+        if problem:
+            return finished(0, None, problem)
+        reference, problem = trials.reference(scenario, run, base, fixture, phases, True)
+        points = points_of(reference)
+        problem = problem or commit_problem(points, run)
+        if problem:
+            return finished(len(points), None, problem)
+        cuts = sorted(set(choose(points)))
+        campaign = _Campaign(scenario, run, base, reference, points, cuts, limit, seed, jobs)
+        campaign.run(fixture)
+        if shrink and campaign.first_failure is not None:
+            campaign.shrink()
+        return finished(len(points), campaign)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def safe_points(reference: Sequence[Entry]) -> set[int]:
+    """The boundaries right after a statement that committed outside a transaction (a
+    COMMIT, or a write in autocommit): where SQLite has made the database durable."""
+    safe: set[int] = set()
+    inside = False
+    for entry in reference:
+        if entry[0] != "b" or entry[2] != "after" or entry[3] != "sql":
+            continue
+        text = str(entry[4]).upper()
+        if text.startswith("BEGIN"):
+            inside = True
+        elif text.startswith(("COMMIT", "ROLLBACK")):
+            inside = False
+            safe.add(int(str(entry[1])))
+        elif not inside and not text.startswith("SELECT"):
+            safe.add(int(str(entry[1])))
+    return safe
+
+
+def effects_by_boundary(reference: Sequence[Entry]) -> tuple[dict[int, list[Entry]], list[Entry]]:
+    """The persistence effects recorded before each boundary (since the previous one), and
+    those after the last."""
+    before: dict[int, list[Entry]] = {}
+    pending: list[Entry] = []
+    for entry in reference:
+        if entry[0] == "p":
+            pending.append(entry[1:])
+        elif entry[0] == "b":
+            before[int(str(entry[1]))] = pending
+            pending = []
+    return before, pending
+
+
+@attrs.define
+class _State:
+    number: int
+    cut: CutPoint
+    where: str
+    undone: tuple[str, ...]
+    choice: tuple[int, ...]
+    items: Cut
+    copies: int = 1
+
+
+class _Campaign:
+    def __init__(
+        self,
+        scenario: Scenario,
+        run: ModelRun,
+        base: str,
+        reference: Sequence[Entry],
+        points: Sequence[Point],
+        cuts: Sequence[int],
+        limit: int,
+        seed: int,
+        jobs: int,
+    ) -> None:
+        self.scenario, self.model, self.base = scenario, run, base
+        self.reference, self.points = reference, points
+        self.cuts = frozenset(cuts)
+        self.cut_count = len(self.cuts) + 1
+        self.limit, self.seed = limit, seed
+        self.safe = safe_points(reference)
+        self.effects, self.final_effects = effects_by_boundary(reference)
+        self.pool = processes.Pool(jobs)
+        self.disk: Disk | None = None
+        self.states: list[_State] = []
+        self.checked: dict[tuple[object, ...], _State] = {}
+        self.waiting: list[_State] = []
+        self.findings: dict[int, tuple[str, str]] = {}
+        self.mismatches: list[str] = []
+        self.first_failure: _State | None = None
+        self.shrunk = ""
+        self.log: list[tuple[int, str, tuple[str, ...]]] = []
+        """Each persistence event up to now, with the boundary it precedes: the photographs'
+        file creations and writes, then the seam's recorded effects."""
+
+    def run(self, fixture: str) -> None:
+        mismatches = stop_at(
+            self.scenario,
+            self.model,
+            self.base,
+            fixture,
+            self.reference,
+            range(len(self.points)),
+            self._stopped,
+            self._service,
+            persistence=True,
+            on_start=self._started,
+            on_end=self._ended,
+        )
+        self.mismatches.extend(f"k={k}: {detail}" for k, detail in sorted(mismatches.items()))
+        while self.waiting or len(self.pool):
+            self._start_waiting()
+            self._collect(self.pool.wait_any())
+        failed = [s for s in self.states if self.findings[s.number][0] != "ok"]
+        lost = [s for s in failed if self.findings[s.number][1].startswith(LOST)]
+        if failed:
+            self.first_failure = min(lost or failed, key=_earliest)
+
+    def results(self) -> list[StateResult]:
+        return [
+            StateResult(
+                state.cut.k,
+                state.where,
+                state.undone,
+                self.findings[state.number][0],
+                self.findings[state.number][1],
+                state.copies,
+            )
+            for state in self.states
+        ]
+
+    # --- the imaging run ---------------------------------------------------------------
+
+    def _started(self, live: str) -> None:
+        self.disk = Disk(photograph(live), database_files(live))
+
+    def _stopped(self, k: int, live: str) -> None:
+        assert self.disk is not None
+        wanted = k in self.safe or k in self.cuts
+        database = database_files(live) if wanted else None
+        effects = self.effects.get(k, [])
+        derived = self.disk.observe(photograph(live), effects, database, safe=k in self.safe)
+        self._log(k, derived, effects)
+        if k in self.cuts:
+            self._cut(CutPoint(self.points[k]), describe(self.points[k].entry))
+
+    def _ended(self, live: str, status: int) -> None:
+        if self.disk is None or status != 0 or self.mismatches:
+            return
+        effects = self.final_effects
+        derived = self.disk.observe(photograph(live), effects, database_files(live))
+        self._log(len(self.points), derived, effects)
+        self._cut(CutPoint(None), "the end of the run (every step returned, store closed)")
+
+    def _log(self, k: int, derived: Sequence[tuple[str, str]], effects: Sequence[Entry]) -> None:
+        for event, path in derived:
+            self.log.append((k, event, (f"$ROOT/{path}",)))
+        for effect, *paths in effects:
+            self.log.append((k, str(effect), tuple(str(path) for path in paths)))
+
+    def _cut(self, cut: CutPoint, where: str) -> None:
+        assert self.disk is not None
+        items = self.disk.cut()
+        acceptable = tuple(label for label, _ in cut.acceptable(self.model))
+        step = cut.step(self.model)
+        for choice in items.choices(self.limit, self.seed + cut.k):
+            tree = items.materialize(choice)
+            key = (tree_digest(tree), step, acceptable, cut.point is None)
+            known = self.checked.get(key)
+            if known is not None:
+                known.copies += 1
+                continue
+            undone = tuple(
+                item.what + ("" if len(item.options) < 3 else f" (option {option})")
+                for item, option in zip(items.items, choice, strict=True)
+                if option
+            )
+            state = _State(len(self.states), cut, where, undone, tuple(choice), items)
+            self.states.append(state)
+            self.checked[key] = state
+            trial = os.path.join(self.base, f"s{state.number}")
+            os.mkdir(trial, 0o700)
+            write_tree(tree, os.path.join(trial, "store"))
+            self.waiting.append(state)
+            self._service()
+
+    # --- checking ----------------------------------------------------------------------
+
+    def _service(self) -> None:
+        ended = self.pool.reap(0)
+        while ended is not None:
+            self._collect(ended)
+            ended = self.pool.reap(0)
+        self._start_waiting()
+        while len(self.waiting) >= WAITING_PER_JOB * self.pool.jobs:
+            self._collect(self.pool.wait_any())
+            self._start_waiting()
+
+    def _start_waiting(self) -> None:
+        while self.waiting and not self.pool.full():
+            state = self.waiting.pop(0)
+            trial = os.path.join(self.base, f"s{state.number}")
+            body = functools.partial(
+                check_state_body,
+                self.scenario,
+                self.model,
+                state.cut,
+                os.path.join(trial, "store"),
+                os.path.join(trial, "result.json"),
+            )
+            self.pool.start(body, state, trial + ".error")
+
+    def _collect(self, ended: tuple[object, int]) -> None:
+        state, status = ended
+        assert isinstance(state, _State)
+        trial = os.path.join(self.base, f"s{state.number}")
+        self.findings[state.number] = _finding(trial, status)
+        shutil.rmtree(trial, ignore_errors=True)
+
+    # --- shrinking ---------------------------------------------------------------------
+
+    def shrink(self) -> None:
+        """Put back each undone item of the first failure while the state still fails;
+        report what remains and the persistence effects that touched it."""
+        state = self.first_failure
+        assert state is not None
+        choice = list(state.choice)
+        detail = self.findings[state.number][1]
+        for index in range(len(choice)):
+            if choice[index] == 0:
+                continue
+            trial = [*choice[:index], 0, *choice[index + 1 :]]
+            status, found = self._check_now(state, tuple(trial))
+            if status != "ok":
+                choice, detail = trial, found
+        items = [
+            (item, option) for item, option in zip(state.items.items, choice, strict=True) if option
+        ]
+        undone = [item.what for item, _ in items] or ["nothing (the page cache's own state)"]
+        assert self.disk is not None
+        paths = sorted(set().union(*(self.disk.aliases(item) for item, _ in items)))
+        last = len(self.points) if state.cut.k == END else state.cut.k
+        touched = _touching(self.log, last, paths)
+        self.shrunk = "\n".join(
+            [
+                f"cut at {state.where} ({len(state.undone)} items undone, shrunk to {len(items)})",
+                f"  undone: {'; '.join(undone)}",
+                "  operations (persistence effects touching them, in order):",
+                *(f"    {line}" for line in touched or ["(none recorded)"]),
+                f"  found: {detail}",
+            ]
+        )
+
+    def _check_now(self, state: _State, choice: tuple[int, ...]) -> tuple[str, str]:
+        trial = os.path.join(self.base, "shrinking")
+        shutil.rmtree(trial, ignore_errors=True)
+        os.mkdir(trial, 0o700)
+        write_tree(state.items.materialize(choice), os.path.join(trial, "store"))
+        body = functools.partial(
+            check_state_body,
+            self.scenario,
+            self.model,
+            state.cut,
+            os.path.join(trial, "store"),
+            os.path.join(trial, "result.json"),
+        )
+        status = processes.run(body, trial + ".error")
+        finding = _finding(trial, status)
+        shutil.rmtree(trial, ignore_errors=True)
+        return finding
+
+
+def _earliest(state: _State) -> tuple[bool, int, int]:
+    return state.cut.k == END, state.cut.k, state.number
+
+
+def _finding(trial: str, status: int) -> tuple[str, str]:
+    found = trials.load(os.path.join(trial, "result.json"))
+    if not found:
+        error = trials.read_last_line(trial + ".error")
+        return "failure", f"the trial process ended with {status}: {error}"
+    return str(found["status"]), str(found.get("detail", ""))
+
+
+def _touching(
+    log: Sequence[tuple[int, str, tuple[str, ...]]], last: int, paths: Sequence[str]
+) -> list[str]:
+    """The persistence events before boundary ``last`` (inclusive) whose paths name one of
+    ``paths`` or the directory holding one, numbered in order (``@k``: the boundary the
+    event precedes)."""
+    wanted = {f"$ROOT/{path}" for path in paths}
+    wanted |= {os.path.dirname(path) for path in wanted}
+    lines: list[str] = []
+    for number, (k, event, targets) in enumerate(log, 1):
+        if k > last:
+            break
+        if any(target in wanted for target in targets):
+            lines.append(f"#{number} @k={k} {event} {' -> '.join(targets)}")
+    return lines
