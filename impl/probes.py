@@ -29,14 +29,18 @@ _PAYLOAD: Final = b"runstore capability probe\n"
 def run_probes(root: str) -> None:
     """Run all five probes in a fresh ``.run-store-probe-*`` directory of ``root``, then
     remove it and fsync ``root``. Raises CapabilityProbeError on the first failure, leaving
-    the directory behind for the next open to clear."""
+    the directory behind for the next open to clear; an OSError a probe meets outside its
+    checked steps (writing or reading its own files, for example) is a failure too."""
     directory = os.path.join(root, PROBE_PREFIX + secrets.token_hex(8))
     _step("create the probe directory", durable.mkdir, directory)
-    probe_flock(directory)
-    probe_posix_record_lock(directory)
-    probe_fsync(directory, root)
-    probe_noreplace_rename(directory)
-    probe_wal(directory)
+    try:
+        probe_flock(directory)
+        probe_posix_record_lock(directory)
+        probe_fsync(directory, root)
+        probe_noreplace_rename(directory)
+        probe_wal(directory)
+    except OSError as exc:
+        raise CapabilityProbeError(f"a capability probe failed: {exc}") from exc
     _step("remove the probe directory", durable.remove_tree, directory)
     _step("sync the store root", durable.fsync_dir, root)
 
