@@ -115,6 +115,8 @@ class InitLock:
     """The persistent ``.run-store-init.lock``, held exclusively (flock) while opening.
 
     The file is created once and never deleted, so no process can lock a replacement inode.
+    Entering refuses with ``busy`` when another process holds it past the timeout, and with
+    ``durability_failed`` when the lock call itself fails.
     """
 
     def __init__(self, root: str) -> None:
@@ -133,7 +135,11 @@ class InitLock:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise UnsafePathError(f"{INIT_LOCK_NAME} is not a regular file")
-            if not durable.flock(fd, self.path, timeout=INIT_LOCK_TIMEOUT_S):
+            try:
+                taken = durable.flock(fd, self.path, timeout=INIT_LOCK_TIMEOUT_S)
+            except OSError as exc:  # as the recovery lock's failure (staging.RecoveryLock)
+                raise DurabilityError(f"locking {INIT_LOCK_NAME} failed: {exc}") from exc
+            if not taken:
                 raise BusyError(f"another process held {INIT_LOCK_NAME} for 5 s")
         except BaseException:
             os.close(fd)

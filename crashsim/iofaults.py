@@ -1,0 +1,382 @@
+"""The I/O fault campaigns: every durability call, and every SQLite write that commits,
+made to fail with ``EIO`` and then ``ENOSPC``; what the store does about it is checked
+against the model.
+
+Rules of this file: the choice of injection points, the campaign loop and the suite's
+summary live here; the trial itself (the faulted run, the judgement, the verification) is
+:mod:`runstore.crashsim.iofault_trials`. The campaign's parent, as the crash campaigns',
+never opens a connection: it prepares the fixture and the reference execution in children
+(:func:`runstore.crashsim.trials.prepare` and :func:`~runstore.crashsim.trials.reference`)
+and runs one trial child per injection point, at most ``jobs`` at once.
+
+**Injection points.** Each "before" boundary of the reference trace where an operation can
+fail, in opening only for the opening campaigns (``init``, ``reopen``) and in the steps
+only for every other one, as :mod:`runstore.crashsim.suite` crashes them (opening an
+existing store is the same path whatever it holds), crossed with :data:`ERRNOS`:
+
+* every filesystem operation of the durability seam (``fs``): the tracer's fault hook
+  raises ``OSError(errno)`` from the seam's "before" observer, so the call fails unrun
+  (each probe's calls included, and the database file's own fsync);
+* every statement that makes SQLite write (``sqlite``): a ``COMMIT`` that ends a
+  transaction which wrote (read-only transactions write nothing and cannot fail this
+  way), a ``PRAGMA journal_mode = WAL`` and a ``PRAGMA wal_checkpoint``, and a DDL
+  statement run outside a transaction (the WAL probe's table): every ``write`` SQLite
+  issues while the statement runs fails with the errno (``SQLITE_FULL`` for ``ENOSPC``,
+  ``SQLITE_IOERR_WRITE`` for ``EIO``). A statement that turns out to write nothing (a
+  journal-mode switch on a database already in WAL) leaves the injection *unfired*: it is
+  reported as such, never counted as a tested state.
+
+**What each trial requires** (one faulted run per point, in a fresh process, the trace
+equal to the reference's up to the fault, else a ``mismatch``):
+
+1. The step holding the fault (or opening) raises a :class:`~runstore.errors.RunStoreError`
+   (its ``code`` is reported). A raw ``OSError``, ``sqlite3.Error`` or any other exception
+   escaping is a failure.
+2. It may return normally instead only when what it returns is durable. A swallowed SQLite
+   write failure is visible to the check (failed writes never reach the file), so the
+   reopened store must then be in the model's state after the step. A swallowed
+   filesystem failure is not (these campaigns simulate process death, and a failed fsync's
+   loss shows only at a power cut), so returning after one is a failure ("returned a
+   receipt for something not durable") with one exception, the only call the store
+   legitimately swallows: **removing a stage after the step's commit**
+   (``remove_tree $ROOT/artifacts/.staging-*`` once a COMMIT of the step completed).
+   SPEC.md section 11 step 9: "Best effort, after the commit: remove the stage ... A
+   failure here is logged, never raised: a leftover released stage cannot revoke the
+   committed result" (``staging.remove_stage``, called with ``sync=False`` by both
+   publications); section 14, an interrupted failure's step (e): "the stage is removed,
+   best effort" (``recovery._fail``). Its receipt must still match the model's, the
+   failure must have been logged (section 11: "A failure here is logged, never raised"),
+   and the reopened store must be in the state after the step. Every other call the store
+   makes on a failure path (a stage removed after a refused registration,
+   ``create_stage``'s own cleanup) runs while an error is already being raised, so no
+   receipt depends on it. Probe directories are never removed silently: a failure there
+   refuses opening (``capability_probe_failed``), and the next opening clears the
+   leftover.
+3. A store handle that was open stays usable or refuses cleanly: after the failed step the
+   same handle serves one read (``slot_progress``), an identical re-registration of the
+   fixture's slot (a write transaction that changes nothing) when the slot was registered
+   before the step, and ``close()``, each returning or raising a typed error.
+4. In the trial process (the faulted run has ended), the store is reopened and checked as
+   after a crash (:func:`runstore.crashsim.verify.verify`): SQLite's integrity, every
+   object, the projection against the acceptable model states (every earlier step's
+   effects included), recovery in lockstep with the model, and the user's continuation
+   (after resuming the step, for a publication scenario). For a step that raised, the
+   acceptable state is the point's (:meth:`~runstore.crashsim.points.Point.choices`) with
+   exactly the transactions the step committed before the failed call: a failed COMMIT
+   committed nothing (SPEC.md section 8, "Any error rolls every write of the call back");
+   a recovery pass keeps every prefix its point allows.
+
+**Selection.** The exhaustive campaign runs every injection point. The subset runs every
+point of ``init`` and, for every other scenario, a seeded sample that always holds each
+``sqlite`` point (with one errno) and one point of each distinct filesystem operation
+kind, filled up to :data:`SAMPLE` points. ``points`` counts the (boundary, errno) pairs
+chosen; ``states`` the trials whose fault fired and were checked; ``unfired`` those whose
+fault found nothing to fail; ``failures`` the failed trials, prefix mismatches (a changed
+path cannot count as tested) and fixture or reference problems.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import attrs
+from runstore.crashsim import processes, trials
+from runstore.crashsim.harness import ModelRun, warm
+from runstore.crashsim.iofault_trials import ERRNOS, Fault, Tamper, trial_body
+from runstore.crashsim.points import (
+    CampaignResult,
+    CrashResult,
+    Point,
+    commit_problem,
+    points_of,
+)
+from runstore.crashsim.scenarios import OPENING_SCENARIOS, SCENARIOS, Scenario
+from runstore.crashsim.suite import default_directory, default_jobs, failure_lines
+from runstore.crashsim.timing import Phases
+from runstore.crashsim.tracer import Entry
+from runstore.testing import sqlite_kernel
+
+__all__ = [
+    "ERRNOS",
+    "Fault",
+    "FaultSelector",
+    "FaultSuiteResult",
+    "faults_of",
+    "io_failure_lines",
+    "run_io_fault_campaign",
+    "run_io_faults",
+    "subset",
+    "unfired_lines",
+]
+
+SAMPLE: Final = 8
+"""The subset's points per scenario (more when its SQLite points and operation kinds need
+more)."""
+FaultSelector = Callable[[Sequence[Fault], Sequence[Point]], Sequence[Fault]]
+"""Chooses a campaign's faults from every injection point and the reference points."""
+
+_WRITES: Final = ("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "PRAGMA user_version =")
+_SQLITE_ALONE: Final = ("PRAGMA journal_mode = WAL", "PRAGMA wal_checkpoint")
+
+
+def sqlite_points(points: Sequence[Point]) -> list[int]:
+    """The boundaries before a statement that makes SQLite write: a COMMIT ending a
+    transaction that wrote, a switch to WAL, a checkpoint, DDL outside a transaction."""
+    chosen, writing, open_transaction = [], False, False
+    for point in points:
+        if point.entry[2:4] != ["before", "sql"]:
+            continue
+        text = str(point.entry[4])
+        if text.startswith("BEGIN"):
+            writing, open_transaction = False, True
+        elif text in ("COMMIT", "ROLLBACK"):
+            if text == "COMMIT" and writing:
+                chosen.append(point.k)
+            open_transaction = False
+        elif text.startswith(_WRITES):
+            writing = True
+            if not open_transaction and text.startswith("CREATE"):
+                chosen.append(point.k)
+        elif text.startswith(_SQLITE_ALONE):
+            chosen.append(point.k)
+    return chosen
+
+
+def faults_of(scenario: Scenario, points: Sequence[Point]) -> list[Fault]:
+    """Every injection point of ``scenario``'s campaign, by boundary then errno."""
+    opening = scenario.name in OPENING_SCENARIOS
+
+    def in_scope(point: Point) -> bool:
+        return point.op_index == 0 if opening else point.op_index > 0
+
+    fs = [p.k for p in points if p.entry[2:4] == ["before", "fs"] and in_scope(p)]
+    sqlite = [k for k in sqlite_points(points) if in_scope(points[k])]
+    faults = [Fault(k, "fs", name) for k in fs for name in ERRNOS]
+    faults += [Fault(k, "sqlite", name) for k in sqlite for name in ERRNOS]
+    return sorted(faults)
+
+
+def operation_kind(point: Point) -> str:
+    """A filesystem point's operation (``fsync_dir``, ``rename_noreplace``, ...)."""
+    return str(point.entry[4]).split()[0]
+
+
+def subset(seed: int, name: str) -> FaultSelector | None:
+    """The subset's choice for scenario ``name``: every point of ``init``; else a seeded
+    sample with each SQLite point and each filesystem operation kind (None: every point)."""
+    if name == "init":
+        return None
+
+    def select(faults: Sequence[Fault], points: Sequence[Point]) -> list[Fault]:
+        rng = random.Random(f"{seed}:io:{name}")
+        groups: dict[tuple[str, int], list[Fault]] = {}
+        for fault in faults:
+            groups.setdefault((fault.target, fault.k), []).append(fault)
+        chosen = {rng.choice(group) for (target, _), group in groups.items() if target == "sqlite"}
+        kinds: dict[str, list[Fault]] = {}
+        for fault in faults:
+            if fault.target == "fs":
+                kinds.setdefault(operation_kind(points[fault.k]), []).append(fault)
+        chosen |= {rng.choice(kinds[kind]) for kind in sorted(kinds)}
+        rest = sorted(set(faults) - chosen)
+        chosen |= set(rng.sample(rest, min(max(SAMPLE - len(chosen), 0), len(rest))))
+        return sorted(chosen)
+
+    return select
+
+
+def run_io_fault_campaign(
+    scenario: Scenario,
+    select: FaultSelector | None = None,
+    *,
+    jobs: int = 2,
+    directory: str | None = None,
+    tamper: Tamper | None = None,
+) -> CampaignResult:
+    """Run ``scenario``'s I/O fault campaign at the faults ``select`` chooses (every
+    injection point when None), in a temporary directory under ``directory``. ``tamper``
+    runs in each faulted run before the scenario (the campaign's teeth)."""
+    started = time.monotonic()
+    warm()
+    run = ModelRun(scenario)
+    phases = Phases()
+    base = tempfile.mkdtemp(prefix=f"runstore-iofaults-{scenario.name}-", dir=directory)
+
+    def finished(
+        boundaries: int, results: Sequence[CrashResult], problem: str | None = None
+    ) -> CampaignResult:
+        ordered = tuple(sorted(results, key=lambda r: (r.k, r.boundary)))
+        seconds = time.monotonic() - started
+        return CampaignResult(scenario.name, boundaries, ordered, seconds, problem, phases)
+
+    try:
+        fixture, problem = trials.prepare(scenario, run, base, phases)
+        if problem:
+            return finished(0, [], problem)
+        reference, problem = trials.reference(scenario, run, base, fixture, phases)
+        points = points_of(reference)
+        problem = problem or commit_problem(points, run)
+        if problem:
+            return finished(len(points), [], problem)
+        faults = faults_of(scenario, points)
+        chosen = sorted(set(select(faults, points) if select is not None else faults))
+        unavailable = sqlite_kernel.available()
+        if unavailable and any(fault.target == "sqlite" for fault in chosen):
+            problem = f"SQLite's writes cannot be made to fail here: {unavailable}"
+            chosen = [fault for fault in chosen if fault.target == "fs"]
+        context = _Campaign(scenario, run, base, fixture, reference, points, tamper)
+        results = context.run_all(chosen, jobs, phases)
+        return finished(len(points), results, problem or None)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@attrs.frozen
+class _Campaign:
+    scenario: Scenario
+    run: ModelRun
+    base: str
+    fixture: str
+    reference: Sequence[Entry]
+    points: Sequence[Point]
+    tamper: Tamper | None
+
+    def trial_of(self, fault: Fault) -> str:
+        return os.path.join(self.base, fault.name)
+
+    def run_all(self, chosen: Sequence[Fault], jobs: int, phases: Phases) -> list[CrashResult]:
+        results: list[CrashResult] = []
+        by_point = {fault: self.points[fault.k] for fault in chosen}
+
+        def body(point: Point, fault: Fault) -> Callable[[], int]:
+            return functools.partial(
+                trial_body,
+                self.scenario,
+                self.run,
+                self.fixture,
+                self.trial_of(fault),
+                self.reference,
+                point,
+                fault,
+                self.tamper,
+            )
+
+        def done(fault: Fault, status: int) -> None:
+            result, spent = self.collect(fault, by_point[fault], status)
+            results.append(result)
+            phases.add(spent)
+
+        pool = processes.Pool(jobs)
+        queue = list(reversed(chosen))
+        while queue or len(pool):
+            while queue and not pool.full():
+                fault = queue.pop()
+                pool.start(body(by_point[fault], fault), fault, self.trial_of(fault) + ".error")
+            tag, status = pool.wait_any()
+            assert isinstance(tag, Fault)
+            done(tag, status)
+        return results
+
+    def collect(self, fault: Fault, point: Point, status: int) -> tuple[CrashResult, Phases]:
+        trial = self.trial_of(fault)
+        found = trials.load(os.path.join(trial, "result.json"))
+        if not found:
+            error = trials.read_last_line(trial + ".error")
+            found = {"status": "failure", "detail": f"the trial ended with {status}: {error}"}
+        shutil.rmtree(trial, ignore_errors=True)
+        spent = found.get("phases")
+        result = CrashResult(
+            scenario=self.scenario.name,
+            k=point.k,
+            status=str(found["status"]),
+            boundary=fault.describe(point.entry),
+            operation=f"step {point.op_index} ({point.op_name})",
+            acceptable=str(found.get("acceptable", "(not checked)")),
+            detail=str(found.get("detail", "")),
+        )
+        return result, Phases.from_json(spent if isinstance(spent, dict) else {})
+
+
+@attrs.frozen
+class FaultSuiteResult:
+    """The I/O fault campaigns of a suite run."""
+
+    campaigns: tuple[CampaignResult, ...]
+    seconds: float
+
+    def _count(self, *statuses: str) -> int:
+        return sum(r.status in statuses for c in self.campaigns for r in c.results)
+
+    @property
+    def points(self) -> int:
+        return sum(len(c.results) for c in self.campaigns)
+
+    @property
+    def states(self) -> int:
+        return self._count("ok", "failure")
+
+    @property
+    def unfired(self) -> int:
+        return self._count("unfired")
+
+    @property
+    def failures(self) -> int:
+        problems = sum(1 for c in self.campaigns if c.problem)
+        return self._count("failure", "mismatch") + problems
+
+    def summary(self) -> str:
+        return (
+            f"faults=io scenarios={len(self.campaigns)} points={self.points} "
+            f"states={self.states} unfired={self.unfired} failures={self.failures} "
+            f"seconds={self.seconds:.1f}"
+        )
+
+
+def run_io_faults(
+    names: Sequence[str] | None = None,
+    *,
+    exhaustive: bool = False,
+    seed: int = 0,
+    jobs: int | None = None,
+    directory: str | None = None,
+    report: Callable[[CampaignResult], None] | None = None,
+) -> FaultSuiteResult:
+    """Run the I/O fault campaign of each named scenario (the whole catalog when None):
+    every injection point when ``exhaustive``, else the seeded :func:`subset`.
+    ``report`` is called with each campaign as it ends."""
+    started = time.monotonic()
+    chosen = [SCENARIOS[name] for name in (names if names is not None else list(SCENARIOS))]
+    results = []
+    for scenario in chosen:
+        result = run_io_fault_campaign(
+            scenario,
+            None if exhaustive else subset(seed, scenario.name),
+            jobs=jobs or default_jobs(),
+            directory=directory or default_directory(),
+        )
+        if report is not None:
+            report(result)
+        results.append(result)
+    return FaultSuiteResult(tuple(results), time.monotonic() - started)
+
+
+def io_failure_lines(result: CampaignResult) -> list[str]:
+    """The report lines of a campaign's problem, failures and mismatches (a mismatch
+    counts as a failure of the I/O fault suite)."""
+    return failure_lines(result)
+
+
+def unfired_lines(result: CampaignResult) -> list[str]:
+    """One line per injection whose fault never fired."""
+    return [
+        f"UNFIRED scenario={r.scenario} {r.boundary} in {r.operation}"
+        for r in result.results
+        if r.status == "unfired"
+    ]
