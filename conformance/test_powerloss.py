@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 from runstore.crashsim.__main__ import main
-from runstore.crashsim.persistence import Disk, Node, Photo
+from runstore.crashsim.persistence import Disk, Node, Photo, photograph
 from runstore.crashsim.powerloss import effects_by_boundary, safe_points
 from runstore.crashsim.powerloss_suite import DEFAULT, run_powerloss_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(
-    r"^faults=powerloss scenarios=\d+ cuts=\d+ states=\d+ failures=\d+ seconds=[\d.]+$"
+    r"^faults=powerloss scenarios=\d+ cuts=\d+ states=\d+ sampled=\d+ failures=\d+ "
+    r"seconds=[\d.]+$"
 )
 
 
@@ -121,6 +122,32 @@ def test_a_probe_directory_is_found_by_its_normalized_name() -> None:
     disk.observe(probe, [["fsync_dir", "$ROOT/.run-store-probe-*"], ["fsync_dir", "$ROOT"]])
     assert states(disk) == [{".run-store-probe-0a1b": None, ".run-store-probe-0a1b/f": b""}]
     assert disk.cut().items == ()
+
+
+def test_a_probe_directorys_contents_are_one_item_all_kept_or_all_undone() -> None:
+    disk = Disk(photo(), {})
+    names = {".run-store-probe-0a1b": (2, None)}
+    names |= {".run-store-probe-0a1b__a": (3, b"aa"), ".run-store-probe-0a1b__b": (4, b"bb")}
+    disk.observe(photo(**names), [["fsync_dir", "$ROOT"]])
+    (group,) = disk.cut().items
+    assert group.kind == "group" and len(group.members) == 4
+    probe = ".run-store-probe-0a1b"
+    assert states(disk) == [{probe: None, f"{probe}/a": b"aa", f"{probe}/b": b"bb"}, {probe: None}]
+
+
+def test_a_symbolic_link_is_photographed_and_its_target_never_undone(tmp_path: Path) -> None:
+    (tmp_path / "data.bin").write_bytes(b"data")
+    (tmp_path / "link").symlink_to("data.bin")
+    start = photograph(str(tmp_path))
+    assert start["link"].kind == "l" and start["link"].data == b"data.bin"
+    disk = Disk(start, {})
+    (tmp_path / "other").symlink_to("missing")
+    disk.observe(photograph(str(tmp_path)), [])
+    cut = disk.cut()
+    assert [item.what for item in cut.items] == ["entry other"]
+    trees = [cut.materialize(choice) for choice in cut.choices(limit=10, seed=0)]
+    assert [("other", "l", 0o777, b"missing") in tree for tree in trees] == [True, False]
+    assert all(("link", "l", 0o777, b"data.bin") in tree for tree in trees)
 
 
 def test_sampling_keeps_the_extremes_and_every_single_undo() -> None:

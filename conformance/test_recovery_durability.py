@@ -22,6 +22,7 @@ from recovery_world import (
 )
 from runstore import Accepted, ArtifactKind, Failed, RunStore, durable, sql
 from runstore.errors import DestinationConflictError, OutOfRangeError
+from runstore.recovery_disk import QUARANTINE_ATTEMPTS
 from runstore.testing import fixtures as sc
 
 TERMINAL_UPDATE = "UPDATE attempts SET state"
@@ -78,14 +79,33 @@ def test_the_imported_object_and_its_parent_are_synced_before_the_import_commits
 
 
 def test_a_quarantine_never_replaces_what_is_already_there(world: PublicationWorld) -> None:
+    """A power loss between a quarantine's rename and its syncs may leave the stage under
+    both names: the next pass moves it to the first free ``<name>.<n>``."""
     guard = world.executing(sc.slot_fixture())
     stage = crash_populate(world, guard)
     taken = world.artifacts / ".quarantine" / stage.name
     taken.mkdir(parents=True)  # empty: a replacing rename would silently take its place
+    (taken.parent / f"{stage.name}.1").mkdir()
+    report = recover(world, EXPIRES)
+    assert report.quarantined_stages == (store_path(stage),)
+    assert not stage.exists() and list(taken.iterdir()) == []
+    assert list((taken.parent / f"{stage.name}.1").iterdir()) == []
+    moved = taken.parent / f"{stage.name}.2"
+    assert (moved / "object" / "partial.bin").read_bytes() == b"half"
+    assert recover(world, EXPIRES).quarantined_stages == ()
+
+
+def test_a_quarantine_refuses_when_every_name_is_taken(world: PublicationWorld) -> None:
+    guard = world.executing(sc.slot_fixture())
+    stage = crash_populate(world, guard)
+    holding = world.artifacts / ".quarantine"
+    holding.mkdir()
+    for n in range(QUARANTINE_ATTEMPTS):
+        (holding / (f"{stage.name}.{n}" if n else stage.name)).mkdir()
     with pytest.raises(DestinationConflictError):
         recover(world, EXPIRES)
     assert stage.is_dir() and (stage / "object" / "partial.bin").read_bytes() == b"half"
-    assert list(taken.iterdir()) == []
+    assert all(not any(path.iterdir()) for path in holding.iterdir())
 
 
 def test_an_owner_found_live_again_under_the_write_lock_is_left_alone(

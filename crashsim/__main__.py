@@ -1,13 +1,16 @@
 """``python -m runstore.crashsim [--exhaustive] [--scenario NAME] [--seed N] [--jobs N]
-[--method image|kill] [--profile]``.
+[--method image|kill] [--profile] [--compare-methods] [--faults io|powerloss|all]``.
 
 Rules of this file: argument parsing and printing only; the work is
 :func:`runstore.crashsim.suite.run_suite`. Prints one line per campaign, every failure and
 prefix mismatch in full, with ``--profile`` the table of where the time went, and ends
 with the summary line ``scenarios=A boundaries=B crashes=C images=I failures=D seconds=E
-points_per_second=F``. Exit status: 0 when all is well, 1 on any failure, 2 when there is
-no failure but some crash point changed its execution path (a prefix mismatch, which
-cannot count as tested).
+points_per_second=F``. With ``--faults``, the fault campaigns instead, each ending with
+its summary line: ``faults=io scenarios=A points=B states=C unfired=D failures=E
+seconds=F`` (:mod:`runstore.crashsim.iofaults`) and ``faults=powerloss scenarios=A cuts=B
+states=C failures=D seconds=E`` (:mod:`runstore.crashsim.powerloss`). Exit status: 0
+when all is well, 1 on any failure, 2 when there is no failure but some crash point
+changed its execution path (a prefix mismatch, which cannot count as tested).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from runstore.crashsim.campaign import METHODS, CampaignResult
 from runstore.crashsim.equivalence import compare_methods
 from runstore.crashsim.faulty import FAULTY_NAMES, faulty_scenarios
+from runstore.crashsim.iofaults import io_failure_lines, run_io_faults, unfired_lines
 from runstore.crashsim.powerloss import PowerLossResult
 from runstore.crashsim.powerloss_suite import failure_lines as powerloss_failure_lines
 from runstore.crashsim.powerloss_suite import run_powerloss_suite
@@ -134,6 +138,34 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, markers: str
 def _faults(args: argparse.Namespace, catalog: dict[str, Scenario]) -> int:
     """The fault campaigns; exit status as for process death."""
     failures = mismatches = 0
+    if args.faults in ("io", "all"):
+
+        def report_io(result: CampaignResult) -> None:
+            fired = sum(r.status in ("ok", "failure") for r in result.results)
+            print(
+                f"{result.scenario}: boundaries={result.boundaries} "
+                f"points={len(result.results)} states={fired} "
+                f"failures={len(result.failures) + len(result.mismatches)} "
+                f"seconds={result.seconds:.1f}",
+                flush=True,
+            )
+            for line in [*io_failure_lines(result), *unfired_lines(result)]:
+                print(line, flush=True)
+
+        names = args.scenario
+        if names and any(name not in SCENARIOS for name in names):
+            print("the I/O fault campaigns run only the catalog's scenarios", file=sys.stderr)
+            return 1
+        io = run_io_faults(
+            names,
+            exhaustive=args.exhaustive,
+            seed=args.seed,
+            jobs=args.jobs,
+            directory=args.directory,
+            report=report_io,
+        )
+        print(io.summary(), flush=True)
+        failures += io.failures
     if args.faults in ("powerloss", "all"):
 
         def report(result: PowerLossResult) -> None:

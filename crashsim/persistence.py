@@ -39,6 +39,7 @@ from typing import Final
 
 import attrs
 from runstore.crashsim.images import Tree
+from runstore.probes import PROBE_PREFIX
 from runstore.store_root import DATABASE_NAME, SIDECAR_NAMES
 
 DATABASE_FILES: Final = (DATABASE_NAME, *SIDECAR_NAMES)
@@ -47,7 +48,8 @@ ROOT_PREFIX: Final = "$ROOT"
 
 @attrs.frozen
 class Node:
-    """One entry of a photograph: inode number, kind ("d" or "f"), mode bits, bytes."""
+    """One entry of a photograph: inode number, kind ("d", "f" or "l"), mode bits, bytes
+    (a symbolic link's: its target)."""
 
     ino: int
     kind: str
@@ -61,8 +63,8 @@ files are in it with no bytes: their bytes are read by :func:`database_files`.""
 
 
 def photograph(root: str) -> Photo:
-    """Read ``root`` whole (every directory and regular file, by inode; the database files
-    without their bytes). Symbolic links are refused: the store makes none."""
+    """Read ``root`` whole (every directory, regular file and symbolic link, by inode; the
+    database files without their bytes). Anything else is refused."""
     info = os.lstat(root)
     photo: Photo = {"": Node(info.st_ino, "d", stat.S_IMODE(info.st_mode))}
     for directory, names, files in os.walk(root):
@@ -71,7 +73,9 @@ def photograph(root: str) -> Photo:
             relative = os.path.relpath(path, root)
             info = os.lstat(path)
             mode = stat.S_IMODE(info.st_mode)
-            if stat.S_ISDIR(info.st_mode):
+            if stat.S_ISLNK(info.st_mode):
+                photo[relative] = Node(info.st_ino, "l", mode, os.fsencode(os.readlink(path)))
+            elif stat.S_ISDIR(info.st_mode):
                 photo[relative] = Node(info.st_ino, "d", mode)
             elif stat.S_ISREG(info.st_mode):
                 data = b""
@@ -80,7 +84,7 @@ def photograph(root: str) -> Photo:
                         data = handle.read()
                 photo[relative] = Node(info.st_ino, "f", mode, data)
             else:
-                raise RuntimeError(f"the store root holds a special file or link: {relative}")
+                raise RuntimeError(f"the store root holds a special file: {relative}")
     return photo
 
 
@@ -100,6 +104,8 @@ def database_files(root: str) -> dict[str, bytes]:
 class FileVersion:
     mode: int
     data: bytes
+    link: bool = False
+    """A symbolic link: ``data`` is its target, part of its creation (never undone)."""
 
 
 @attrs.frozen
@@ -128,11 +134,15 @@ class Item:
     path: str
     """The entry's or file's path (relative to the root)."""
     options: tuple[object, ...]
+    members: tuple[Item, ...] = ()
+    """For a "group": the items it stands for (option 1 undoes each of them)."""
 
     @property
     def what(self) -> str:
         if self.kind == "entry":
             return f"entry {self.path}"
+        if self.kind == "group":
+            return f"everything in {self.path} ({len(self.members)} items)"
         return f"data of {self.path}" if self.kind == "data" else "the database's last commits"
 
 
@@ -180,7 +190,7 @@ class Cut:
         entries: dict[int, dict[str, int]] = {}
         files: dict[int, FileVersion] = {}
         database = self.database
-        for item, option in zip(self.items, choice, strict=True):
+        for item, option in _expanded(self.items, choice):
             value = item.options[option]
             if item.kind == "entry":
                 table = entries.setdefault(item.identity, {})
@@ -225,7 +235,7 @@ class Cut:
                 self._walk(child, path, entries, files, database, (*ancestors, identity), tree)
             else:
                 chosen = files.get(child, child_version)
-                tree.append((path, "f", chosen.mode, chosen.data))
+                tree.append((path, "l" if chosen.link else "f", chosen.mode, chosen.data))
 
 
 class Disk:
@@ -303,7 +313,7 @@ class Disk:
         if self._database != self._safe_database:
             options = (dict(self._database), dict(self._safe_database))
             items.append(Item("database", -1, DATABASE_NAME, DATABASE_NAME, options))
-        return Cut(root, dict(self.seen), tuple(items), dict(self._database))
+        return Cut(root, dict(self.seen), tuple(_grouped(items)), dict(self._database))
 
     def _file_items(
         self,
@@ -315,7 +325,7 @@ class Disk:
         if names.get(identity) == DATABASE_NAME:
             return
         kept = durable if isinstance(durable, FileVersion) else EMPTY_FILE
-        if seen == kept:
+        if seen == kept or seen.link:
             return
         options: list[FileVersion] = [seen, kept]
         half = FileVersion(seen.mode, seen.data[: len(seen.data) // 2])
@@ -360,7 +370,7 @@ class Disk:
             elif relative == DATABASE_NAME:
                 self.seen[identity] = FileVersion(node.mode, b"")
             else:
-                self.seen[identity] = FileVersion(node.mode, node.data)
+                self.seen[identity] = FileVersion(node.mode, node.data, node.kind == "l")
         self._by_ino, self._paths = by_ino, paths
         for relative, identity in paths.items():
             self._last_path[identity] = relative
@@ -389,6 +399,8 @@ class Disk:
             return {DATABASE_NAME}
         if item.kind == "data":
             return set(self._aliases.get(item.identity, ()))
+        if item.kind == "group":
+            return set().union(*(self.aliases(member) for member in item.members))
         found = {item.path}
         for child in item.options:
             if isinstance(child, int) and child >= 0:
@@ -400,7 +412,34 @@ class Disk:
         return dict(self._last_path)
 
 
+def _grouped(items: list[Item]) -> list[Item]:
+    """``items`` with those inside each probe directory made one group: what a cut leaves
+    there is never read (the next opening removes a probe directory whole, reading nothing
+    in it), so only the two extremes are kept: all as seen, or all undone."""
+    inside: dict[str, list[Item]] = {}
+    kept: list[Item] = []
+    for item in items:
+        top, _, rest = item.path.partition("/")
+        if top.startswith(PROBE_PREFIX) and rest:
+            inside.setdefault(top, []).append(item)
+        else:
+            kept.append(item)
+    for top, members in sorted(inside.items()):
+        kept.append(Item("group", -1, top, top, (0, 1), tuple(members)))
+    return kept
+
+
+def _expanded(items: Sequence[Item], choice: Sequence[int]) -> Iterator[tuple[Item, int]]:
+    for item, option in zip(items, choice, strict=True):
+        if item.kind == "group":
+            yield from ((member, option) for member in item.members)
+        else:
+            yield item, option
+
+
 def _kind(version: Version | None) -> str:
     if version is None:
         return ""
-    return "d" if isinstance(version, DirVersion) else "f"
+    if isinstance(version, DirVersion):
+        return "d"
+    return "l" if version.link else "f"

@@ -73,6 +73,8 @@ class PowerLossResult:
     problem: str | None = None
     shrunk: str = ""
     mismatches: tuple[str, ...] = ()
+    sampled: int = 0
+    """How many cuts had more states than the limit (their states were sampled)."""
 
     @property
     def states(self) -> int:
@@ -117,6 +119,7 @@ def run_powerloss(
             problem or None,
             campaign.shrunk,
             tuple(campaign.mismatches),
+            campaign.sampled,
         )
 
     try:
@@ -211,6 +214,7 @@ class _Campaign:
         self.mismatches: list[str] = []
         self.first_failure: _State | None = None
         self.shrunk = ""
+        self.sampled = 0
         self.log: list[tuple[int, str, tuple[str, ...]]] = []
         """Each persistence event up to now, with the boundary it precedes: the photographs'
         file creations and writes, then the seam's recorded effects."""
@@ -283,6 +287,7 @@ class _Campaign:
     def _cut(self, cut: CutPoint, where: str) -> None:
         assert self.disk is not None
         items = self.disk.cut()
+        self.sampled += items.count() > self.limit
         acceptable = tuple(label for label, _ in cut.acceptable(self.model))
         step = cut.step(self.model)
         for choice in items.choices(self.limit, self.seed + cut.k):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 
 import attrs
 from runstore import RunStore, objects
@@ -115,7 +116,8 @@ def lost_results(root: str, cut: CutPoint, run: ModelRun) -> str:
         return f"the store cannot be opened: {error}"
     try:
         projection = store_projection(store.database_path)
-        missing = _missing_objects(store.root, model_projection(cut.acknowledged(run)))
+        acknowledged = model_projection(cut.acknowledged(run))
+        missing = _missing_objects(store.root, acknowledged, run.published)
         if missing:
             return missing
         for label, state in cut.earlier(run):
@@ -126,10 +128,14 @@ def lost_results(root: str, cut: CutPoint, run: ModelRun) -> str:
         store.close()
 
 
-def _missing_objects(root: str, acknowledged: Projection) -> str:
+def _missing_objects(root: str, acknowledged: Projection, published: Sequence[str]) -> str:
+    """The acknowledged artifacts whose objects the scenario made (``published``: the
+    others are registrations of objects no step ever wrote) that are gone or broken."""
     problems: list[str] = []
     for row in acknowledged["artifacts"]:
         path = str(row[2])
+        if path not in published:
+            continue
         try:
             completed = objects.verify(os.path.join(root, path), sync=False)
         except RunStoreError as error:

@@ -28,6 +28,8 @@ from runstore.errors import (
 from runstore.staging import ARTIFACTS_DIR, STAGE_LOCK_NAME, STAGE_PREFIX, open_lock_file
 
 QUARANTINE_NAME: Final = ".quarantine"
+QUARANTINE_ATTEMPTS: Final = 100
+"""How many names (``<name>``, then ``<name>.1`` ...) a quarantine tries before refusing."""
 OUTCOME_NAME: Final = "outcome.json"
 _ADDRESS: Final = re.compile(
     "(" + "|".join(kind.value for kind in ArtifactKind) + ")-[0-9a-f]{64}", re.ASCII
@@ -140,8 +142,10 @@ def _synced(step: str, action: Callable[[], None]) -> None:
 def quarantine(root: str, name: str) -> bool:
     """Move the stage ``artifacts/<name>`` intact to ``artifacts/.quarantine/<name>``:
     create ``.quarantine/`` when missing (``artifacts/`` synced), rename without
-    replacement (``destination_conflict`` when taken), then sync ``.quarantine/`` and
-    ``artifacts/``, each its own step. Returns False, moving nothing, when the stage has
+    replacement, then sync ``.quarantine/`` and ``artifacts/``, each its own step. When
+    that name is taken (a power loss between an earlier pass's rename and its syncs may
+    leave the stage under both names), the first free ``<name>.<n>`` (n = 1, 2, ...) is
+    used: nothing there is ever replaced. Returns False, moving nothing, when the stage has
     vanished meanwhile (its publisher's cleanup finished)."""
     parent = artifacts_path(root)
     holding = os.path.join(parent, QUARANTINE_NAME)
@@ -154,17 +158,25 @@ def quarantine(root: str, name: str) -> bool:
         _synced(f"syncing {parent}", lambda: durable.fsync_dir(parent))
     elif not stat.S_ISDIR(info.st_mode):
         raise UnsafePathError(f"{holding} is not a directory")
-    destination, source = os.path.join(holding, name), os.path.join(parent, name)
-    try:
-        durable.rename_noreplace(source, destination)
-    except FileNotFoundError:
-        if not os.path.lexists(source):
-            return False
-        raise DurabilityError(f"quarantining {name} failed: its destination vanished") from None
-    except FileExistsError:
-        raise DestinationConflictError(f"{ARTIFACTS_DIR}/{QUARANTINE_NAME}/{name} exists") from None
-    except OSError as exc:
-        raise DurabilityError(f"quarantining {name} failed: {exc}") from exc
+    source = os.path.join(parent, name)
+    for attempt in range(QUARANTINE_ATTEMPTS):
+        taken = f"{name}.{attempt}" if attempt else name
+        try:
+            durable.rename_noreplace(source, os.path.join(holding, taken))
+            break
+        except FileNotFoundError:
+            if not os.path.lexists(source):
+                return False
+            raise DurabilityError(f"quarantining {name} failed: its destination vanished") from None
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise DurabilityError(f"quarantining {name} failed: {exc}") from exc
+    else:
+        raise DestinationConflictError(
+            f"{ARTIFACTS_DIR}/{QUARANTINE_NAME}/{name} and its next "
+            f"{QUARANTINE_ATTEMPTS - 1} names are taken"
+        )
     _synced(f"syncing {holding}", lambda: durable.fsync_dir(holding))
     _synced(f"syncing {parent}", lambda: durable.fsync_dir(parent))
     return True
