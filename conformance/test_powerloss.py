@@ -5,6 +5,7 @@ sync is reported as a lost acknowledged result, with the shrunk operations).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -12,10 +13,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from runstore import durable
 from runstore.crashsim.__main__ import main
 from runstore.crashsim.persistence import Disk, Node, Photo, photograph
-from runstore.crashsim.powerloss import effects_by_boundary, safe_points
+from runstore.crashsim.powerloss import effects_of, safe_points
 from runstore.crashsim.powerloss_suite import DEFAULT, run_powerloss_suite
+from runstore.crashsim.tracer import Tracer, effect_stop, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(
@@ -179,9 +182,34 @@ def test_safe_points_and_effects_follow_the_trace() -> None:
         ["p", "rename", "$ROOT/a", "$ROOT/b"],
     ]
     assert safe_points(trace) == {3, 6}
-    before, after = effects_by_boundary(trace)
-    assert before[4] == [["fsync_dir", "$ROOT"]]
-    assert before[3] == [] and after == [["rename", "$ROOT/a", "$ROOT/b"]]
+    assert effects_of(trace) == [(3, ["fsync_dir", "$ROOT"]), (6, ["rename", "$ROOT/a", "$ROOT/b"])]
+
+
+def test_a_stop_can_fall_between_two_effects_of_one_operation(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "stage").mkdir(parents=True)
+    for name in ("a", "b"):
+        (root / "stage" / name).write_bytes(b"x")
+    seen: list[tuple[int, list[str]]] = []
+
+    def pause(stop: int) -> None:
+        stage = root / "stage"
+        seen.append((stop, sorted(os.listdir(stage)) if stage.exists() else ["(gone)"]))
+
+    trace = tmp_path / "trace"
+    fd = os.open(trace, os.O_WRONLY | os.O_CREAT, 0o600)
+    stops = {effect_stop(n) for n in range(4)}
+    try:
+        with Tracer(fd, str(root), pause=pause, pause_at=stops, persistence=True):
+            durable.remove_tree(str(root / "stage"))
+    finally:
+        os.close(fd)
+    assert [stop for stop, _ in seen] == [-1, -2, -3, -4]
+    assert len(seen[0][1]) == 1 and seen[0][1][0] in ("a", "b")  # one file unlinked so far
+    assert [listing for _, listing in seen[1:]] == [[], ["(gone)"], ["(gone)"]]
+    effects = [entry for entry in read_trace(str(trace)) if entry[0] == "p"]
+    assert [entry[1] for entry in effects] == ["unlink", "unlink", "rmdir", "fsync_dir"]
+    assert effects[-1] == ["p", "fsync_dir", "$ROOT"]
 
 
 def test_the_default_campaigns_pass() -> None:

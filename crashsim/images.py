@@ -46,7 +46,7 @@ from runstore.crashsim.harness import ModelRun, run_traced
 from runstore.crashsim.points import CrashResult, Point, off_reference
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
-from runstore.crashsim.tracer import Entry, describe, normalize
+from runstore.crashsim.tracer import Entry, describe, effect_number, normalize
 
 WAITING_PER_JOB: Final = 4
 GONE_EXIT: Final = 78
@@ -116,15 +116,21 @@ class _PrefixReader:
         self._offset = 0
         self._pending = b""
         self._count = 0
+        self._effects = 0
         self.last: Entry | None = None
         self.diverged = ""
 
     def at(self, k: int) -> str:
-        """Why the child, stopped at boundary ``k``, is not on the reference path there
-        (empty when it is)."""
+        """Why the child, stopped at boundary ``k`` (or, for a negative ``k``, after the
+        persistence effect :func:`~runstore.crashsim.tracer.effect_number` of it), is not on
+        the reference path there (empty when it is)."""
         self._advance()
         if self.diverged:
             return self.diverged
+        if k < 0:
+            if self.last is None or self.last[0] != "p" or self._effects != effect_number(k) + 1:
+                return f"the child stopped after {self.last}, not after effect {effect_number(k)}"
+            return ""
         if self.last is None or self.last[:2] != ["b", k]:
             return f"the child stopped after {self.last}, not at boundary {k}"
         return ""
@@ -144,6 +150,7 @@ class _PrefixReader:
             entry = json.loads(line)
             index = self._count
             self._count += 1
+            self._effects += entry[0] == "p"
             self.last = entry
             if self.diverged:
                 continue
@@ -169,9 +176,10 @@ def stop_at(
     boundary in ``stops`` and calling ``on_stop(k, live root)`` there when the trace so far
     is the reference's prefix; ``between()`` is called before each wait for the next stop.
     ``on_start(live)`` is called before the child starts and ``on_end(live, status)`` after
-    it ended; ``persistence`` traces the seam's persistence effects too (the reference must
-    have been recorded the same way). Returns the mismatch of each stop that was off the
-    reference path or never reached."""
+    it ended on the reference path; ``persistence`` traces the seam's persistence effects
+    too (the reference must have been recorded the same way), and a negative stop is the
+    child right after one of them (:func:`~runstore.crashsim.tracer.effect_stop`). Returns
+    the mismatch of each stop that was off the reference path or never reached."""
     timing = phases if phases is not None else Phases()
     live = os.path.join(base, "live")
     shutil.copytree(fixture, live, symlinks=True)
@@ -217,8 +225,10 @@ def stop_at(
         os.close(from_child)
         os.close(to_child)
         status = processes.wait(pid)
-    ended = reader.finish() or f"the imaging run ended with status {status} before it"
-    on_end(live, status)
+    diverged = reader.finish()
+    if not diverged:
+        on_end(live, status)
+    ended = diverged or f"the imaging run ended with status {status} before it"
     mismatches.update({k: ended for k in wanted - reached})
     shutil.rmtree(live, ignore_errors=True)
     return mismatches

@@ -1,21 +1,27 @@
 """The power-loss campaign: run a scenario once, photographing the store root at every
-boundary, and check every on-disk state a power cut could leave at each chosen cut.
+boundary and after every persistence effect, and check every on-disk state a power cut
+could leave at each chosen cut.
 
 How. The reference is recorded with the durability seam's persistence effects in its
 trace (:data:`runstore.durable.Recorder`). One child runs the scenario under the image
-method's stops (:func:`runstore.crashsim.images.stop_at`), stopping at every boundary;
-the parent photographs the root by inode (:func:`~runstore.crashsim.persistence.photograph`)
-and feeds :class:`~runstore.crashsim.persistence.Disk`, which keeps each file's and
-directory's durable version. At each chosen cut (a boundary, or the end of the run) the
-parent asks the disk what a power cut may leave (:meth:`Disk.cut`), builds each state, and
-has a trial child check it (:func:`runstore.crashsim.powerloss_check.check_state_body`):
-reopen, recover, the model's acceptable states, every completed object, the user's
-continuation, and on a failure whether an acknowledged result was lost. States whose trees
-are identical at cuts with the same acceptable states are checked once.
+method's stops (:func:`runstore.crashsim.images.stop_at`), stopping at every boundary and
+right after every effect (:func:`~runstore.crashsim.tracer.effect_stop`); the parent
+photographs the root by inode (:func:`~runstore.crashsim.persistence.photograph`) and
+feeds :class:`~runstore.crashsim.persistence.Disk`, which keeps each file's and
+directory's durable version (an effect is applied with the photograph taken right after
+it). At each chosen cut (a boundary, an effect of a chosen step, or the end of the run)
+the parent asks the disk what a power cut may leave (:meth:`Disk.cut`), builds each state,
+and has a trial child check it (:func:`runstore.crashsim.powerloss_check.check_state_body`):
+reopen, recover, the model's acceptable states (at an effect, those of the boundary before
+it), every completed object, the user's continuation, and on a failure whether an
+acknowledged result was lost. States whose trees are identical at cuts with the same
+acceptable states are checked once.
 
-The first failing state (the earliest cut) is then shrunk: each undone item is put back in
-turn while the state still fails, and what remains, with the persistence effects that
-touched it, is the report (``shrunk``).
+The first failing state (one that lost an acknowledged result first, then the earliest
+cut) is then shrunk: each undone item is put back in turn while the state still fails, and
+what remains, with the persistence events up to the cut that touched it (the seam's
+effects and the file creations and writes the photographs show), is the report
+(``shrunk``).
 
 Rules of this file: the parent never opens a connection; every state is checked in its own
 child. The database's bytes are read only at the safe points SQLite's guarantee names and
@@ -41,7 +47,7 @@ from runstore.crashsim.points import Point, commit_problem, points_of
 from runstore.crashsim.powerloss_check import LOST, CutPoint, check_state_body
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
-from runstore.crashsim.tracer import Entry, describe
+from runstore.crashsim.tracer import Entry, describe, effect_number, effect_stop
 
 WAITING_PER_JOB: Final = 4
 END: Final = -1
@@ -160,18 +166,17 @@ def safe_points(reference: Sequence[Entry]) -> set[int]:
     return safe
 
 
-def effects_by_boundary(reference: Sequence[Entry]) -> tuple[dict[int, list[Entry]], list[Entry]]:
-    """The persistence effects recorded before each boundary (since the previous one), and
-    those after the last."""
-    before: dict[int, list[Entry]] = {}
-    pending: list[Entry] = []
+def effects_of(reference: Sequence[Entry]) -> list[tuple[int, Entry]]:
+    """Each persistence effect of the reference, in order, with the boundary before it
+    (the "before" boundary of the operation that made it)."""
+    found: list[tuple[int, Entry]] = []
+    last = -1
     for entry in reference:
-        if entry[0] == "p":
-            pending.append(entry[1:])
-        elif entry[0] == "b":
-            before[int(str(entry[1]))] = pending
-            pending = []
-    return before, pending
+        if entry[0] == "b":
+            last = int(str(entry[1]))
+        elif entry[0] == "p":
+            found.append((last, entry[1:]))
+    return found
 
 
 @attrs.define
@@ -182,6 +187,8 @@ class _State:
     undone: tuple[str, ...]
     choice: tuple[int, ...]
     items: Cut
+    logged: int
+    """How many events of the campaign's log had happened at the cut."""
     copies: int = 1
 
 
@@ -204,7 +211,11 @@ class _Campaign:
         self.cut_count = len(self.cuts) + 1
         self.limit, self.seed = limit, seed
         self.safe = safe_points(reference)
-        self.effects, self.final_effects = effects_by_boundary(reference)
+        self.effects = effects_of(reference)
+        self.effect_cuts = frozenset(
+            n for n, (k, _) in enumerate(self.effects) if k in self.cuts or k + 1 in self.cuts
+        )
+        self.cut_count += len(self.effect_cuts)
         self.pool = processes.Pool(jobs)
         self.disk: Disk | None = None
         self.states: list[_State] = []
@@ -226,7 +237,7 @@ class _Campaign:
             self.base,
             fixture,
             self.reference,
-            range(len(self.points)),
+            [*range(len(self.points)), *map(effect_stop, range(len(self.effects)))],
             self._stopped,
             self._service,
             persistence=True,
@@ -260,22 +271,33 @@ class _Campaign:
     def _started(self, live: str) -> None:
         self.disk = Disk(photograph(live), database_files(live))
 
-    def _stopped(self, k: int, live: str) -> None:
+    def _stopped(self, stop: int, live: str) -> None:
+        """At a boundary (``stop`` >= 0) or right after a persistence effect (negative)."""
         assert self.disk is not None
-        wanted = k in self.safe or k in self.cuts
+        if stop < 0:
+            n = effect_number(stop)
+            k, effect = self.effects[n]
+            cut = n in self.effect_cuts
+            database = database_files(live) if cut else None
+            derived = self.disk.observe(photograph(live), [effect], database)
+            self._log(k + 1, derived, [effect])
+            if cut:
+                what = " ".join(str(part) for part in effect)
+                where = f"{describe(self.points[k].entry)}, after its effect #{n}: {what}"
+                self._cut(CutPoint(self.points[k]), where)
+            return
+        wanted = stop in self.safe or stop in self.cuts
         database = database_files(live) if wanted else None
-        effects = self.effects.get(k, [])
-        derived = self.disk.observe(photograph(live), effects, database, safe=k in self.safe)
-        self._log(k, derived, effects)
-        if k in self.cuts:
-            self._cut(CutPoint(self.points[k]), describe(self.points[k].entry))
+        derived = self.disk.observe(photograph(live), [], database, safe=stop in self.safe)
+        self._log(stop, derived, [])
+        if stop in self.cuts:
+            self._cut(CutPoint(self.points[stop]), describe(self.points[stop].entry))
 
     def _ended(self, live: str, status: int) -> None:
-        if self.disk is None or status != 0 or self.mismatches:
+        if self.disk is None or status != 0:
             return
-        effects = self.final_effects
-        derived = self.disk.observe(photograph(live), effects, database_files(live))
-        self._log(len(self.points), derived, effects)
+        derived = self.disk.observe(photograph(live), [], database_files(live))
+        self._log(len(self.points), derived, [])
         self._cut(CutPoint(None), "the end of the run (every step returned, store closed)")
 
     def _log(self, k: int, derived: Sequence[tuple[str, str]], effects: Sequence[Entry]) -> None:
@@ -302,7 +324,9 @@ class _Campaign:
                 for item, option in zip(items.items, choice, strict=True)
                 if option
             )
-            state = _State(len(self.states), cut, where, undone, tuple(choice), items)
+            state = _State(
+                len(self.states), cut, where, undone, tuple(choice), items, len(self.log)
+            )
             self.states.append(state)
             self.checked[key] = state
             trial = os.path.join(self.base, f"s{state.number}")
@@ -366,8 +390,7 @@ class _Campaign:
         undone = [item.what for item, _ in items] or ["nothing (the page cache's own state)"]
         assert self.disk is not None
         paths = sorted(set().union(*(self.disk.aliases(item) for item, _ in items)))
-        last = len(self.points) if state.cut.k == END else state.cut.k
-        touched = _touching(self.log, last, paths)
+        touched = _touching(self.log[: state.logged], paths)
         self.shrunk = "\n".join(
             [
                 f"cut at {state.where} ({len(state.undone)} items undone, shrunk to {len(items)})",
@@ -409,18 +432,13 @@ def _finding(trial: str, status: int) -> tuple[str, str]:
     return str(found["status"]), str(found.get("detail", ""))
 
 
-def _touching(
-    log: Sequence[tuple[int, str, tuple[str, ...]]], last: int, paths: Sequence[str]
-) -> list[str]:
-    """The persistence events before boundary ``last`` (inclusive) whose paths name one of
-    ``paths`` or the directory holding one, numbered in order (``@k``: the boundary the
-    event precedes)."""
+def _touching(log: Sequence[tuple[int, str, tuple[str, ...]]], paths: Sequence[str]) -> list[str]:
+    """The persistence events of ``log`` whose paths name one of ``paths`` or the directory
+    holding one, numbered in order (``@k``: the boundary the event precedes)."""
     wanted = {f"$ROOT/{path}" for path in paths}
     wanted |= {os.path.dirname(path) for path in wanted}
-    lines: list[str] = []
-    for number, (k, event, targets) in enumerate(log, 1):
-        if k > last:
-            break
-        if any(target in wanted for target in targets):
-            lines.append(f"#{number} @k={k} {event} {' -> '.join(targets)}")
-    return lines
+    return [
+        f"#{number} @k={k} {event} {' -> '.join(targets)}"
+        for number, (k, event, targets) in enumerate(log, 1)
+        if any(target in wanted for target in targets)
+    ]

@@ -20,9 +20,11 @@ so that traces of runs on different copies compare equal. With ``crash_at=k`` th
 writes boundary ``k`` and then calls ``os._exit(CRASH_EXIT)``: no destructors, no
 rollback, no flushing of anything but the trace. With ``pause`` it writes each boundary in
 ``pause_at`` and then calls ``pause(k)``, which returns when the process may go on (the
-image method's stop, :mod:`runstore.crashsim.images`). With ``fault`` it calls
-``fault(k, phase, kind, text)`` after writing each boundary (fault injection; the trace is
-the same with or without it up to the first fault).
+image method's stop, :mod:`runstore.crashsim.images`); with ``persistence`` it does the
+same after writing the ``n``-th persistence effect when ``effect_stop(n)`` (a negative
+number) is in ``pause_at``, so a stop can fall between two effects of one operation.
+With ``fault`` it calls ``fault(k, phase, kind, text)`` after writing each boundary (fault
+injection; the trace is the same with or without it up to the first fault).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class Tracer:
         self._next = 0
         self._previous: tuple[durable.Observer | None, sql.Observer | None] = (None, None)
         self._previous_recorder: durable.Recorder | None = None
+        self._effects = 0
 
     def __enter__(self) -> Tracer:
         self._previous = (
@@ -107,6 +110,10 @@ class Tracer:
 
     def _on_effect(self, effect: str, paths: tuple[str, ...]) -> None:
         self._write(["p", effect, *(normalize(path, self._root) for path in paths)])
+        stop = effect_stop(self._effects)
+        self._effects += 1
+        if self._pause is not None and stop in self._pause_at:
+            self._pause(stop)
 
     def _boundary(self, phase: Phase, kind: str, text: str) -> None:
         k = self._next
@@ -125,6 +132,16 @@ class Tracer:
         while data:
             written = os.write(self._fd, data)
             data = data[written:]
+
+
+def effect_stop(n: int) -> int:
+    """The stop number of the ``n``-th persistence effect (0, 1, ...) of a trace: negative,
+    so it never collides with a boundary number. Its inverse is :func:`effect_number`."""
+    return -(n + 1)
+
+
+def effect_number(stop: int) -> int:
+    return -stop - 1
 
 
 def read_trace(path: str) -> list[Entry]:
