@@ -297,14 +297,9 @@ class _Imaging:
     def _service(self) -> None:
         """Collect ended checks and start waiting ones; while too many photographs wait,
         keep the child stopped until checks end."""
-        ended = self.pool.reap(0)
-        while ended is not None:
-            self._collect(ended)
-            ended = self.pool.reap(0)
-        self._start_waiting()
-        while len(self.waiting) >= WAITING_PER_JOB * self.pool.jobs:
-            self._collect(self.pool.wait_any())
-            self._start_waiting()
+        trials.keep_bounded(
+            self.pool, self.waiting, self._start_waiting, self._collect, WAITING_PER_JOB
+        )
 
     def _photograph(self, k: int, live: str) -> None:
         point = self.points[k]

@@ -338,28 +338,26 @@ class _Campaign:
     # --- checking ----------------------------------------------------------------------
 
     def _service(self) -> None:
-        ended = self.pool.reap(0)
-        while ended is not None:
-            self._collect(ended)
-            ended = self.pool.reap(0)
-        self._start_waiting()
-        while len(self.waiting) >= WAITING_PER_JOB * self.pool.jobs:
-            self._collect(self.pool.wait_any())
-            self._start_waiting()
+        trials.keep_bounded(
+            self.pool, self.waiting, self._start_waiting, self._collect, WAITING_PER_JOB
+        )
 
     def _start_waiting(self) -> None:
         while self.waiting and not self.pool.full():
             state = self.waiting.pop(0)
             trial = os.path.join(self.base, f"s{state.number}")
-            body = functools.partial(
-                check_state_body,
-                self.scenario,
-                self.model,
-                state.cut,
-                os.path.join(trial, "store"),
-                os.path.join(trial, "result.json"),
-            )
-            self.pool.start(body, state, trial + ".error")
+            self.pool.start(self._body(state, trial), state, trial + ".error")
+
+    def _body(self, state: _State, trial: str) -> Callable[[], int]:
+        """The trial child's body checking the state written in ``trial``."""
+        return functools.partial(
+            check_state_body,
+            self.scenario,
+            self.model,
+            state.cut,
+            os.path.join(trial, "store"),
+            os.path.join(trial, "result.json"),
+        )
 
     def _collect(self, ended: tuple[object, int]) -> None:
         state, status = ended
@@ -406,15 +404,7 @@ class _Campaign:
         shutil.rmtree(trial, ignore_errors=True)
         os.mkdir(trial, 0o700)
         write_tree(state.items.materialize(choice), os.path.join(trial, "store"))
-        body = functools.partial(
-            check_state_body,
-            self.scenario,
-            self.model,
-            state.cut,
-            os.path.join(trial, "store"),
-            os.path.join(trial, "result.json"),
-        )
-        status = processes.run(body, trial + ".error")
+        status = processes.run(self._body(state, trial), trial + ".error")
         finding = _finding(trial, status)
         shutil.rmtree(trial, ignore_errors=True)
         return finding

@@ -169,6 +169,26 @@ def each_point(
         done(tag, status)
 
 
+def keep_bounded(
+    pool: processes.Pool,
+    waiting: Sequence[object],
+    start_waiting: Callable[[], None],
+    collect: Callable[[tuple[object, int]], None],
+    per_job: int,
+) -> None:
+    """Collect the checks that ended, start waiting ones, and while at least ``per_job``
+    per job still wait, block on checks ending (a stopped child stays stopped meanwhile, so
+    the copies waiting on disk stay bounded)."""
+    ended = pool.reap(0)
+    while ended is not None:
+        collect(ended)
+        ended = pool.reap(0)
+    start_waiting()
+    while len(waiting) >= per_job * pool.jobs:
+        collect(pool.wait_any())
+        start_waiting()
+
+
 def write(path: str, value: dict[str, object]) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(value, handle)
