@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from fresh_process import fresh
 from runstore import objects
 from runstore.crashsim.__main__ import main
 from runstore.crashsim.campaign import (
@@ -57,7 +58,7 @@ def _step_points(seen: list[Point]) -> Selector:
 
 
 def test_representative_subset_passes() -> None:
-    suite = run_suite(seed=0)
+    suite = fresh("runstore.crashsim.suite:run_suite", seed=0)
     assert {c.scenario for c in suite.campaigns} == set(SCENARIOS)
     problems = [(c.scenario, c.problem, c.failures, c.mismatches) for c in suite.campaigns]
     assert suite.failures == 0 and suite.mismatches == 0, problems

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from fresh_process import fresh
 from runstore import RunStore, durable, staging
 from runstore.crashsim.iofault_trials import Fault, Injector, Tamper
 from runstore.crashsim.iofaults import (
@@ -48,7 +49,7 @@ def _lines(campaigns: Sequence[CampaignResult]) -> str:
 
 
 def test_subset_passes() -> None:
-    suite = run_io_faults(seed=0)
+    suite = fresh("runstore.crashsim.iofaults:run_io_faults", seed=0)
     assert {c.scenario for c in suite.campaigns} == set(SCENARIOS)
     assert suite.failures == 0, _lines(suite.campaigns)
     assert suite.states > 0 and suite.states + suite.unfired == suite.points

@@ -13,11 +13,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from fresh_process import fresh
 from runstore import durable
 from runstore.crashsim.__main__ import main
 from runstore.crashsim.persistence import Disk, Node, Photo, photograph
 from runstore.crashsim.powerloss import effects_of, safe_points
-from runstore.crashsim.powerloss_suite import DEFAULT, run_powerloss_suite
+from runstore.crashsim.powerloss_suite import DEFAULT
 from runstore.crashsim.tracer import Tracer, effect_stop, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,7 +214,7 @@ def test_a_stop_can_fall_between_two_effects_of_one_operation(tmp_path: Path) ->
 
 
 def test_the_default_campaigns_pass() -> None:
-    suite = run_powerloss_suite()
+    suite = fresh("runstore.crashsim.powerloss_suite:run_powerloss_suite")
     assert [c.scenario for c in suite.campaigns] == list(DEFAULT)
     for campaign in suite.campaigns:
         assert campaign.problem is None, campaign.problem
