@@ -19,7 +19,7 @@ acknowledged result`` and holds a ``SHRUNK`` report. The real sources are only r
 
 Usage, from the repository root::
 
-    python tools/powerloss_teeth.py            # every mutation; prints each report
+    python tools/powerloss_teeth.py            # every mutation; prints each shrunk report
     python tools/powerloss_teeth.py --only NAME
 
 Exit status 1 when a mutation is not caught (or went stale), else 0.
@@ -142,8 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         missed += verdict == "MISSED"
         seconds = time.monotonic() - started
         print(f"{verdict} {mutation.name} ({mutation.scenario}, exit {status}, {seconds:.1f} s)")
+        shrunk = False
         for line in output.splitlines():
-            if line.startswith(("SHRUNK", "  ", "faults=")):
+            shrunk = line.startswith("SHRUNK") or (shrunk and line.startswith("  "))
+            if shrunk or line.startswith("faults="):
                 print(f"  | {line}")
         print(flush=True)
     return 1 if missed else 0
