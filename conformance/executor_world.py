@@ -77,6 +77,8 @@ def gone(pid: int, within_s: float = SLACK_S) -> bool:
     while time.monotonic() < deadline:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except ProcessLookupError:  # reaped between opening its stat file and reading it
+            return True
         except FileNotFoundError:
             if Path("/proc/self").exists():
                 return True
