@@ -10,12 +10,15 @@ a file; attrs records pickle as they are).
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+HERE = Path(__file__).resolve().parent
 
 _RUN = """
 import importlib, pickle, sys
@@ -29,12 +32,16 @@ with open(sys.argv[3], "wb") as handle:
 
 
 def fresh(target: str, **arguments: Any) -> Any:
-    """``module:function(**arguments)`` called in a new interpreter; its result."""
+    """``module:function(**arguments)`` called in a new interpreter; its result. The
+    conformance folder is on the new interpreter's path, so ``module`` may be one of its
+    own (a test module's top-level function)."""
     with tempfile.TemporaryDirectory(prefix="runstore-fresh-") as directory:
         given, taken = Path(directory, "arguments"), Path(directory, "result")
         given.write_bytes(pickle.dumps(arguments))
+        path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
         completed = subprocess.run(
             [sys.executable, "-c", _RUN, target, str(given), str(taken)],
+            env={**os.environ, "PYTHONPATH": path},
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,

@@ -16,9 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from fresh_process import fresh
 from runstore.crashsim import processes
 from runstore.crashsim.campaign import Point, Selector, run_campaign
-from runstore.crashsim.equivalence import comparable, compare_methods, wal_checksum, wal_content
+from runstore.crashsim.equivalence import (
+    Comparison,
+    comparable,
+    compare_methods,
+    wal_checksum,
+    wal_content,
+)
 from runstore.crashsim.scenarios import SCENARIOS
 from runstore.crashsim.suite import default_directory, sampler, steps_only
 
@@ -97,17 +104,26 @@ def test_the_comparison_sees_every_other_file_whole(tmp_path: Path) -> None:
         assert comparable(changed) != comparable(tree)
 
 
+def compare(name: str, points: str) -> Comparison:
+    """Both methods at ``points`` ("steps": every step boundary; "sample": the subset's
+    sample; "landmarks": the sample with every landmark) of scenario ``name``."""
+    select: Selector = (
+        steps_only if points == "steps" else sampler(0, name, landmarks=points == "landmarks")
+    )
+    return compare_methods(SCENARIOS[name], select, directory=default_directory())
+
+
 @pytest.mark.parametrize(
-    ("name", "select"),
+    ("name", "points"),
     [
-        ("commit_accepted", steps_only),
-        ("reopen", sampler(0, "reopen")),
-        ("publish_finalization_accepted", sampler(0, "publish_finalization_accepted", True)),
-        ("recover_stage_quarantine", sampler(0, "recover_stage_quarantine", True)),
+        ("commit_accepted", "steps"),
+        ("reopen", "sample"),
+        ("publish_finalization_accepted", "landmarks"),
+        ("recover_stage_quarantine", "landmarks"),
     ],
 )
-def test_a_photograph_is_what_a_killed_process_leaves(name: str, select: Selector) -> None:
-    comparison = compare_methods(SCENARIOS[name], select, directory=default_directory())
+def test_a_photograph_is_what_a_killed_process_leaves(name: str, points: str) -> None:
+    comparison = fresh("test_crash_images:compare", name=name, points=points)
     assert comparison.differences == ()
     assert comparison.compared >= 20
     assert comparison.distinct >= 2  # the points leave different stores: not vacuous
