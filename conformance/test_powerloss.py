@@ -61,6 +61,20 @@ def test_unsynced_data_may_be_lost_or_half_present() -> None:
     assert sorted(s["a"] or b"" for s in states(disk)) == [b"", b"da", b"data"]
 
 
+def test_an_unsynced_file_loses_its_bytes_but_not_its_mode() -> None:
+    disk = Disk(photo(), {})
+    created = {"": Node(1, "d", 0o700), "a": Node(2, "f", 0o644, b"data")}
+    disk.observe(created, [["fsync_dir", "$ROOT"]])
+    (item,) = disk.cut().items
+    assert [(v.mode, v.data) for v in item.options] == [
+        (0o644, b"data"),
+        (0o644, b""),
+        (0o644, b"da"),
+    ]
+    disk.observe({**created, "a": Node(2, "f", 0o644, b"")}, [])
+    assert disk.cut().items == ()  # emptied again: nothing a cut could change
+
+
 def test_an_unsynced_entry_may_vanish_and_a_synced_one_not() -> None:
     disk = Disk(photo(kept=(2, b"k")), {})
     disk.observe(photo(kept=(2, b"k"), new=(3, None)), [])

@@ -119,7 +119,6 @@ class DirVersion:
 
 
 Version = FileVersion | DirVersion
-EMPTY_FILE: Final = FileVersion(0o600, b"")
 
 
 @attrs.frozen
@@ -324,7 +323,8 @@ class Disk:
     ) -> Iterator[Item]:
         if names.get(identity) == DATABASE_NAME:
             return
-        kept = durable if isinstance(durable, FileVersion) else EMPTY_FILE
+        # A file never synced in the run keeps its mode (metadata) but none of its bytes.
+        kept = durable if isinstance(durable, FileVersion) else FileVersion(seen.mode, b"")
         if seen == kept or seen.link:
             return
         options: list[FileVersion] = [seen, kept]

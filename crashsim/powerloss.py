@@ -41,7 +41,7 @@ from typing import Final
 import attrs
 from runstore.crashsim import processes, trials
 from runstore.crashsim.harness import ModelRun, warm
-from runstore.crashsim.images import stop_at, tree_digest, write_tree
+from runstore.crashsim.images import WAITING_PER_JOB, stop_at, tree_digest, write_tree
 from runstore.crashsim.persistence import Cut, Disk, database_files, photograph
 from runstore.crashsim.points import Point, commit_problem, points_of
 from runstore.crashsim.powerloss_check import LOST, CutPoint, check_state_body
@@ -49,7 +49,6 @@ from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
 from runstore.crashsim.tracer import Entry, describe, effect_number, effect_stop
 
-WAITING_PER_JOB: Final = 4
 END: Final = -1
 """The cut after the last step returned and the store was closed."""
 
@@ -132,7 +131,9 @@ def run_powerloss(
         fixture, problem = trials.prepare(scenario, run, base, phases)
         if problem:
             return finished(0, None, problem)
-        reference, problem = trials.reference(scenario, run, base, fixture, phases, True)
+        reference, problem = trials.reference(
+            scenario, run, base, fixture, phases, persistence=True
+        )
         points = points_of(reference)
         problem = problem or commit_problem(points, run)
         if problem:
