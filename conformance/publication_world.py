@@ -9,8 +9,8 @@ payload back and consumes the same clock samples and stage tokens); a test that 
 callback with side effects on the store calls ``world.store`` directly and does not
 compare with the model afterwards.
 
-The ``world`` fixture installs deterministic stage tokens (``runstore.staging``'s seam)
-for the store and the model alike and restores the previous source afterwards.
+The ``world`` fixture installs deterministic stage tokens (``runstore.store.publication.staging``'s
+seam) for the store and the model alike and restores the previous source afterwards.
 """
 
 from __future__ import annotations
@@ -40,9 +40,8 @@ from runstore import (
     RunStoreError,
     Superseded,
     TerminalOutcome,
-    objects,
-    staging,
 )
+from runstore.store.publication import objects, staging
 from runstore.testing import fixtures as sc
 from runstore.testing.lockstep import StageTokens
 from runstore.testing.publishing import ClockScript, Payload, at, files

@@ -41,10 +41,9 @@ from runstore import (
     RecoveryReport,
     TerminalAttempt,
     TerminalOutcome,
-    objects,
-    outcome_document,
 )
 from runstore.requests import interrupted_outcome
+from runstore.store.publication import objects, outcome_document
 
 INTERRUPTED = "interrupted_attempt"
 """The failure code of recovery's own failures."""
@@ -332,7 +331,8 @@ def _die_publishing(
 ) -> None:
     """Child body: publish the finalization and end the process with ``os._exit`` at clock
     sample ``crash_at`` (0: inside ``populate``), without any cleanup."""
-    from runstore import RunStore, staging
+    from runstore import RunStore
+    from runstore.store.publication import staging
     from runstore.testing.lockstep import StageTokens
 
     staging.install_token_source(StageTokens(DEAD_TOKENS))

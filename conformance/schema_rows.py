@@ -1,7 +1,7 @@
 """Row builders for the schema v1 conformance tests.
 
 The tests talk to the schema only through plain SQL on an in-memory database built from
-``impl/schema/v1.sql``. The builders here insert one consistent chain of rows (decision ->
+``impl/store/schema/v1.sql``. The builders here insert one consistent chain of rows (decision ->
 run -> slots -> membership -> artifacts -> attempts with their events and transitions ->
 leases, claims, observations, selections) so that each test can break exactly one thing.
 Every builder takes keyword overrides for the columns it writes.
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "impl" / "schema" / "v1.sql"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "impl" / "store" / "schema" / "v1.sql"
 
 STATES = (
     "reserved",

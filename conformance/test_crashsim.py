@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from fresh_process import fresh
-from runstore import objects
 from runstore.crashsim.__main__ import main
 from runstore.crashsim.campaign import (
     METHODS,
@@ -39,6 +38,7 @@ from runstore.crashsim.suite import SAMPLE_OPENING, default_directory, run_suite
 from runstore.crashsim.tracer import CRASH_EXIT, normalize
 from runstore.crashsim.verify import object_problem
 from runstore.model.state import ModelState
+from runstore.store.publication import objects
 from runstore.testing.publishing import Payload
 
 SUMMARY = re.compile(

@@ -37,7 +37,7 @@ from runstore.runner.coordinator import LOST, RunOptions, register, run_campaign
 from runstore.runner.dask_executor import open_dask
 from runstore.runner.executor import WorkStatus
 from runstore.store import RunStore
-from runstore.store_root import create_root
+from runstore.store.store_root import create_root
 
 pytest.importorskip("distributed", reason="the dask extra is not installed")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from fresh_process import fresh
-from runstore import RunStore, durable, staging
+from runstore import RunStore, durable
 from runstore.crashsim.iofault_trials import Fault, Injector, Tamper
 from runstore.crashsim.iofaults import (
     FaultSelector,
@@ -32,7 +32,8 @@ from runstore.crashsim.points import CampaignResult, Point
 from runstore.crashsim.scenarios import OPENING_SCENARIOS, SCENARIOS
 from runstore.crashsim.suite import default_directory
 from runstore.errors import DurabilityError
-from runstore.probes import PROBE_PREFIX
+from runstore.store.probes import PROBE_PREFIX
+from runstore.store.publication import staging
 from runstore.testing import sqlite_kernel
 
 SUMMARY = re.compile(

@@ -1,6 +1,7 @@
-"""Completing and verifying object directories on a real filesystem (runstore.objects):
-the scan's refusals, complete() against the pure formats and the model, verify() against
-each kind of corruption, and the durability order seen through the durable seam."""
+"""Completing and verifying object directories on a real filesystem
+(runstore.store.publication.objects): the scan's refusals, complete() against the pure formats and
+the model, verify() against each kind of corruption, and the durability order seen through the
+durable seam."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runstore import durable, objects
+from runstore import durable
 from runstore.errors import (
     ArtifactCorruptError,
     DurabilityError,
@@ -26,6 +27,7 @@ from runstore.errors import (
 )
 from runstore.manifest import ManifestFile, manifest_bytes, parse_manifest
 from runstore.model import content
+from runstore.store.publication import objects
 from runstore.tree_hash import Entry, tree_sha256
 
 RESERVED = ("manifest.json", "outcome.json")

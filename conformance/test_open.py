@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import pytest
 import runstore
-from runstore import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION, RunStore, durable, store_root
+from runstore import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION, RunStore, durable
 from runstore import sql as store_sql
 from runstore.errors import (
     BusyError,
@@ -32,7 +32,8 @@ from runstore.errors import (
     UnsupportedFilesystemError,
     UnversionedDatabaseError,
 )
-from runstore.probes import PROBE_PREFIX
+from runstore.store import store_root
+from runstore.store.probes import PROBE_PREFIX
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_schema_constant_is_the_file_text() -> None:
-    text = (REPO / "impl" / "schema" / "v1.sql").read_text(encoding="utf-8")
+    text = (REPO / "impl" / "store" / "schema" / "v1.sql").read_text(encoding="utf-8")
     assert text == RUN_STORE_SCHEMA_SQL
     assert RUN_STORE_SCHEMA_VERSION == 1
 

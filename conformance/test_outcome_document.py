@@ -1,5 +1,5 @@
 """The outcome document (SPEC.md section 13): the store's builder over SQL
-(:mod:`runstore.outcome_document`) and the model's over its state
+(:mod:`runstore.store.publication.outcome_document`) and the model's over its state
 (:mod:`runstore.model.outcome_document`) give the same canonical bytes, with exactly the
 promised structure, for every terminal outcome.
 
@@ -42,10 +42,10 @@ from runstore import (
     testing,
 )
 from runstore import model as m
-from runstore import outcome_document as store_builder
 from runstore.canonical import JSON, MAX_SAFE_INTEGER, decode, encode
 from runstore.model import outcome_document as model_builder
 from runstore.records import ArtifactRegistration, Observation
+from runstore.store.publication import outcome_document as store_builder
 from runstore.testing import publishing, script
 from runstore.testing.lockstep import ModelWriter
 from runstore.testing.script import Call, Context

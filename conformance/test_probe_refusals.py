@@ -2,7 +2,7 @@
 it checks, refuses the store (issue 16).
 
 A fake is installed at the seam the probe really uses: a ``runstore.durable`` function as
-``runstore.probes`` calls it, the ``fcntl`` the probe's forked child calls, the ``os`` the
+``runstore.store.probes`` calls it, the ``fcntl`` the probe's forked child calls, the ``os`` the
 probe module sees, SQLite's own system calls (:mod:`runstore.testing.sqlite_kernel`), or
 ``runstore.sql.execute`` for the probe's two WAL connections (within one process SQLite
 excludes a second writer without kernel locks, so a writer that is not excluded is faked
@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import RunStore, durable, probes, sql
+from runstore import RunStore, durable, sql
 from runstore.errors import CapabilityProbeError
-from runstore.probes import PROBE_PREFIX
-from runstore.store_root import INIT_LOCK_NAME
+from runstore.store import probes
+from runstore.store.probes import PROBE_PREFIX
+from runstore.store.store_root import INIT_LOCK_NAME
 from runstore.testing import sqlite_kernel
 
 PROBES_FILE = os.path.realpath(probes.__file__)

@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import RUN_STORE_SCHEMA_SQL, RunStore, durable, schema_check, sql
-from runstore import store as store_module
+from runstore import RUN_STORE_SCHEMA_SQL, RunStore, durable, sql
 from runstore.errors import (
     RunStoreError,
     SchemaMismatchError,
     UnknownSchemaVersionError,
     UnversionedDatabaseError,
 )
-from runstore.store_root import INIT_LOCK_NAME
+from runstore.store import run_store as store_module
+from runstore.store import schema_check
+from runstore.store.store_root import INIT_LOCK_NAME
 
 # --- no-replace rename against a destination its checks cannot see --------------------------
 

@@ -36,17 +36,9 @@ from publication_world import (
     snapshot_tree,
     unchanged_but_staging,
 )
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    Failed,
-    RunStoreError,
-    durable,
-    objects,
-    sql,
-)
+from runstore import Accepted, ArtifactKind, AttemptState, Failed, RunStoreError, durable, sql
 from runstore.audit.projection import store_projection
+from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
 
 S = AttemptState

@@ -38,19 +38,10 @@ from publication_world import (
     refusal_code,
     write_locked,
 )
-from runstore import (
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    Failed,
-    RunStore,
-    durable,
-    objects,
-    sql,
-    staging,
-)
-from runstore import outcome_document as store_builder
+from runstore import ArtifactKind, AttemptState, Censored, Failed, RunStore, durable, sql
 from runstore.model import outcome_document as model_builder
+from runstore.store.publication import objects, staging
+from runstore.store.publication import outcome_document as store_builder
 from runstore.testing import fixtures as sc
 from writer_world import Workers
 

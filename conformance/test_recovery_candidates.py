@@ -40,9 +40,9 @@ from runstore import (
     RecoveryReport,
     RejectedArtifact,
     canonical,
-    objects,
 )
 from runstore import recovery_report as codes
+from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
 
 S = AttemptState

@@ -45,15 +45,8 @@ from recovery_world import (
     terminal_events,
     tree,
 )
-from runstore import (
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    RunStore,
-    canonical,
-    sql,
-    staging,
-)
+from runstore import ArtifactKind, AttemptState, Censored, RunStore, canonical, sql
+from runstore.store.publication import staging
 from runstore.testing import fixtures as sc
 from runstore.testing.lockstep import StageTokens
 from writer_world import Workers

@@ -22,7 +22,7 @@ from recovery_world import (
 )
 from runstore import Accepted, ArtifactKind, Failed, RunStore, durable, sql
 from runstore.errors import DestinationConflictError, OutOfRangeError
-from runstore.recovery_disk import QUARANTINE_ATTEMPTS
+from runstore.store.recovery.disk import QUARANTINE_ATTEMPTS
 from runstore.testing import fixtures as sc
 
 TERMINAL_UPDATE = "UPDATE attempts SET state"

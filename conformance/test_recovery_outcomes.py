@@ -40,13 +40,8 @@ from recovery_world import (
     references,
     store_path,
 )
-from runstore import (
-    ArtifactKind,
-    AttemptState,
-    RecoveryReport,
-    canonical,
-    objects,
-)
+from runstore import ArtifactKind, AttemptState, RecoveryReport, canonical
+from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
 
 S = AttemptState

@@ -56,9 +56,9 @@ from runstore import (
     RecoveryReport,
     TerminalAttempt,
     canonical,
-    objects,
     sql,
 )
+from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
 
 S = AttemptState

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA_TEXT = (ROOT / "impl" / "schema" / "v1.sql").read_text(encoding="utf-8")
+SCHEMA_TEXT = (ROOT / "impl" / "store" / "schema" / "v1.sql").read_text(encoding="utf-8")
 TABLE_PATH = ROOT / "tools" / "schema_mutations.toml"
 # The table file's layout, listed here independently of the driver.
 MUTATION_KEYS = {"name", "family", "old", "new"}

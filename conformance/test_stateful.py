@@ -54,18 +54,16 @@ from runstore import (
     RunStoreError,
     SlotRole,
     Superseded,
-    attempts,
     edges,
-    finalization,
-    objects,
     payloads,
     sql,
-    staging,
 )
 from runstore import model as m
 from runstore.audit import audit_connection
 from runstore.audit.projection import model_projection, store_projection
-from runstore.guard import load_attempt
+from runstore.store import attempts, finalization
+from runstore.store.guard import load_attempt
+from runstore.store.publication import objects, staging
 from runstore.testing import fixtures as sc
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, StageTokens, Writer, lockstep

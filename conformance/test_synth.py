@@ -1,4 +1,4 @@
-"""The synthetic large store (runstore.testing.synth) against the real runner: a small
+"""The synthetic large store (tools/synth.py) against the real runner: a small
 synthesized store must hold exactly the rows and files the runner's own attempt path
 (runstore.runner.attempt, through RunStore) writes for the same slots, on the same clock.
 
@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from runner_world import Clock, campaign, result
-from runstore import RunStore, objects
+from runstore import RunStore
 from runstore.audit.projection import Projection, store_projection
 from runstore.inspection import reader
 from runstore.inspection.snapshot import Snapshot
@@ -27,8 +28,11 @@ from runstore.requests import FirstAttempt, Next
 from runstore.runner import attempt
 from runstore.runner.coordinator import register
 from runstore.runner.executor import WorkStatus
-from runstore.testing import synth
+from runstore.store.publication import objects
 from runstore.testing.publishing import read_tree
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import synth
 
 TOKEN = "[0-9a-f]{32}"
 

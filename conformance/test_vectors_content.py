@@ -1,6 +1,6 @@
 """The object content vectors (vectors/content.json): the committed file is current, and
 every case holds against the library (runstore.tree_hash, runstore.manifest, and
-runstore.objects on a real temporary directory) and against the model
+runstore.store.publication.objects on a real temporary directory) and against the model
 (runstore.model.content).
 
 Apart from the currency check, this reads only the committed file, as another
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import objects
 from runstore.errors import RunStoreError
 from runstore.manifest import ManifestFile, check_entry_name, manifest_bytes, parse_manifest
 from runstore.model import content
+from runstore.store.publication import objects
 from runstore.tree_hash import Entry, tree_sha256
 
 ROOT = Path(__file__).resolve().parents[1]

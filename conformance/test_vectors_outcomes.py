@@ -24,9 +24,9 @@ from runstore import (
     TerminalOutcome,
 )
 from runstore import model as m
-from runstore import outcome_document as store_builder
 from runstore.canonical import decode, encode, ns_from_json
 from runstore.model import outcome_document as model_builder
+from runstore.store.publication import outcome_document as store_builder
 from runstore.testing.lockstep import ModelWriter, Writer
 from vector_readers import generator, outcome_of, pairs, read_vector_file, replay, result_document
 

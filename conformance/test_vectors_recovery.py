@@ -27,11 +27,11 @@ from runstore import (
     ObservationReceipt,
     OwnedAttempt,
     RunStore,
-    objects,
 )
 from runstore import model as m
 from runstore.canonical import decode, encode
 from runstore.model import outcome_document as model_builder
+from runstore.store.publication import objects
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, Writer
 from vector_readers import generator, read_vector_file, replay, result_document

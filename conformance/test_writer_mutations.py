@@ -167,7 +167,7 @@ def test_the_isolation_check_notices_an_override_that_does_not_hold(
     ],
 )
 def test_the_verdicts(returncode: int, output: str, equivalent: str | None, status: str) -> None:
-    mutant = TOOL.Mutant("m", "events", "impl/events.py", "a", "b", equivalent)
+    mutant = TOOL.Mutant("m", "events", "impl/store/events.py", "a", "b", equivalent)
     outcome = TOOL.judge(mutant, returncode, output)
     assert outcome.status == status
     if status == "killed":
@@ -175,7 +175,7 @@ def test_the_verdicts(returncode: int, output: str, equivalent: str | None, stat
 
 
 def test_a_killed_equivalent_mutant_is_mismarked() -> None:
-    mutant = TOOL.Mutant("m", "events", "impl/events.py", "a", "b", "claimed equivalent")
+    mutant = TOOL.Mutant("m", "events", "impl/store/events.py", "a", "b", "claimed equivalent")
     outcome = TOOL.judge(mutant, 1, "FAILED conformance/test_rules.py::t - x")
     assert outcome.mismarked and "drop the mark" in outcome.detail
 
@@ -233,7 +233,7 @@ def test_a_malformed_table_file_is_a_clear_error(
 
 
 def test_a_name_is_taken_once() -> None:
-    entry = {"name": "a", "family": "events", "file": "impl/events.py", "old": "x", "new": ""}
+    entry = {"name": "a", "family": "events", "file": "impl/store/events.py", "old": "x", "new": ""}
     data = {"families": {"required": ["events"], "extra": []}, "mutant": [entry, entry]}
     with pytest.raises(TOOL.TableError, match=re.escape("'a'): the name is taken by #1")):
         TOOL.parse_table(data)

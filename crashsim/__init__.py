@@ -10,6 +10,6 @@ in one variant.
 Rules of this package: test-only, never imported by the runtime or the model; it may import
 the store API, :mod:`runstore.testing`, the model, the two seams' documented observer
 hooks (``runstore.sql.install_observer``, ``runstore.durable.install_observer``) and the
-stage-token test hook (``runstore.staging.install_token_source``); only the deliberately
-faulty scenarios reach into the runtime's private helpers.
+stage-token test hook (``runstore.store.publication.staging.install_token_source``); only the
+deliberately faulty scenarios reach into the runtime's private helpers.
 """

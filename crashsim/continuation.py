@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 import attrs
-from runstore import RunStore, objects, staging
+from runstore import RunStore
 from runstore import model as m
 from runstore.audit.projection import model_projection, store_projection
 from runstore.crashsim.scenarios import FIXTURE, MEMBER, Scenario, Step
@@ -40,6 +40,7 @@ from runstore.errors import RunStoreError
 from runstore.model import outcome_document
 from runstore.receipts import ClaimDisposition, OwnedAttempt, PublishedFinalization
 from runstore.requests import Accepted, Failed, LeaseRequest, Next, Superseded
+from runstore.store.publication import objects, staging
 from runstore.testing import fixtures as fx
 from runstore.testing import script
 from runstore.testing.lockstep import (

@@ -24,17 +24,7 @@ import sqlite3
 from typing import Final
 
 import attrs
-from runstore import (
-    RunStore,
-    canonical,
-    durable,
-    objects,
-    payloads,
-    publication,
-    publication_tx,
-    sql,
-    staging,
-)
+from runstore import RunStore, canonical, durable, payloads, sql
 from runstore.attempt_record import attempt_document
 from runstore.crashsim.scenarios import (
     DATA,
@@ -48,11 +38,13 @@ from runstore.crashsim.scenarios import (
     reserve,
 )
 from runstore.enums import ArtifactKind, AttemptState, LeasePurpose
-from runstore.events import append_history
 from runstore.identity import run_attempt_id
-from runstore.leases import insert_lease
 from runstore.receipts import OwnedAttempt, PublishedArtifact
 from runstore.requests import FirstAttempt
+from runstore.store.events import append_history
+from runstore.store.leases import insert_lease
+from runstore.store.publication import objects, publish_tx, staging
+from runstore.store.publication import publish as publication
 from runstore.testing import fixtures as fx
 from runstore.testing.script import Context
 
@@ -149,9 +141,7 @@ def _early_registration(store: RunStore, context: Context) -> object:
         stage = staging.create_stage(root)
         acquired = write(
             lambda c: (
-                publication_tx.register_stage(
-                    c, guard, stage.lease_id, stage.store_path, staged_at
-                ),
+                publish_tx.register_stage(c, guard, stage.lease_id, stage.store_path, staged_at),
                 (),
             )
         )
@@ -163,7 +153,7 @@ def _early_registration(store: RunStore, context: Context) -> object:
 
     def commit(connection: sqlite3.Connection) -> tuple[None, tuple[()]]:
         now = publication.sample(clock)
-        publication_tx.publish_staged(connection, guard, stage.lease_id, artifact, now)
+        publish_tx.publish_staged(connection, guard, stage.lease_id, artifact, now)
         return None, ()
 
     write(commit)  # the fault: the final transaction commits before the rename

@@ -18,12 +18,14 @@ import os
 from collections.abc import Callable, Container, Sequence
 from typing import Final, TypeVar
 
-from runstore import RunStore, schema_check, staging
+from runstore import RunStore
 from runstore import model as m
 from runstore.crashsim.scenarios import Scenario, Step
 from runstore.crashsim.tracer import Tracer
 from runstore.model.state import ModelState
 from runstore.receipts import PublishedArtifact, PublishedFinalization
+from runstore.store import schema_check
+from runstore.store.publication import staging
 from runstore.testing.lockstep import ModelWriter, StageTokens
 from runstore.testing.script import Context
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 import attrs
-from runstore import RunStore, staging
+from runstore import RunStore
 from runstore.crashsim import processes, trials
 from runstore.crashsim.continuation import Resumption
 from runstore.crashsim.harness import ModelRun
@@ -36,6 +36,7 @@ from runstore.crashsim.timing import Phases
 from runstore.crashsim.tracer import Entry, Phase, Tracer, describe, read_trace
 from runstore.crashsim.verify import Acceptable, verify
 from runstore.errors import RunStoreError
+from runstore.store.publication import staging
 from runstore.testing import sqlite_kernel
 from runstore.testing.lockstep import StageTokens
 

@@ -39,8 +39,8 @@ from typing import Final
 
 import attrs
 from runstore.crashsim.images import Tree
-from runstore.probes import PROBE_PREFIX
-from runstore.store_root import DATABASE_NAME, SIDECAR_NAMES
+from runstore.store.probes import PROBE_PREFIX
+from runstore.store.store_root import DATABASE_NAME, SIDECAR_NAMES
 
 DATABASE_FILES: Final = (DATABASE_NAME, *SIDECAR_NAMES)
 ROOT_PREFIX: Final = "$ROOT"

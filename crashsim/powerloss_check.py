@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Sequence
 
 import attrs
-from runstore import RunStore, objects
+from runstore import RunStore
 from runstore import model as m
 from runstore.audit.projection import Projection, model_projection, store_projection
 from runstore.crashsim import trials
@@ -28,6 +28,7 @@ from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
 from runstore.crashsim.verify import Acceptable, verify
 from runstore.errors import RunStoreError
+from runstore.store.publication import objects
 
 LOST: str = "lost acknowledged result"
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Final
 
 import attrs
-from runstore import RunStore, durable, objects, staging
+from runstore import RunStore, durable
 from runstore import model as m
 from runstore.audit.projection import Projection, model_projection, store_projection
 from runstore.crashsim import processes
@@ -45,6 +45,7 @@ from runstore.crashsim.scenarios import (
 from runstore.crashsim.verify import sqlite_checks
 from runstore.enums import ArtifactKind
 from runstore.requests import Next
+from runstore.store.publication import objects, staging
 from runstore.testing import script
 from runstore.testing.lockstep import ModelWriter, StageTokens
 from runstore.testing.publishing import at

@@ -32,7 +32,7 @@ import os
 from collections import Counter
 from typing import Final
 
-from runstore import RunStore, staging
+from runstore import RunStore
 from runstore import model as m
 from runstore.audit.projection import model_projection, store_projection
 from runstore.canonical import decode_object, ns_from_json
@@ -42,6 +42,7 @@ from runstore.model import outcome_document
 from runstore.outcome_json import read_outcome
 from runstore.recovery_report import RecoveryReport
 from runstore.requests import Accepted
+from runstore.store.publication import staging
 from runstore.testing.disk import disk_view, read_object
 from runstore.testing.lockstep import Diverged, ModelWriter, StageTokens, lockstep
 from runstore.testing.publishing import at

@@ -6,7 +6,7 @@ Rules of this file: runs in a process that forks nothing of its own after openin
 store (the trial child), and closes every connection it opens. Returns a :class:`Verdict`;
 never raises for a finding (an unexpected exception is itself reported as a failure).
 Every completed object under ``artifacts/`` (a name not starting with ``.``) must verify
-(:func:`runstore.objects.verify`, reading every byte, without syncing), be named
+(:func:`runstore.store.publication.objects.verify`, reading every byte, without syncing), be named
 ``<kind>-<tree sha256>`` for the tree hash it verifies with, and agree with its artifact
 row when it has one; stages (``artifacts/.staging-*``, registered or not) may be left
 behind, since removing or quarantining them is recovery's job. Nothing else may start
@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Collection, Sequence
 
 import attrs
-from runstore import RunStore, objects, staging
+from runstore import RunStore
 from runstore import model as m
 from runstore.audit.projection import Projection, model_projection, store_projection
 from runstore.crashsim.continuation import Resumption, continue_as_user
@@ -29,8 +29,9 @@ from runstore.crashsim.recovered import recover_in_lockstep
 from runstore.crashsim.timing import Phases
 from runstore.enums import ArtifactKind
 from runstore.errors import RunStoreError
-from runstore.probes import PROBE_PREFIX
-from runstore.recovery_disk import QUARANTINE_NAME
+from runstore.store.probes import PROBE_PREFIX
+from runstore.store.publication import objects, staging
+from runstore.store.recovery.disk import QUARANTINE_NAME
 from runstore.testing.lockstep import Diverged
 
 Acceptable = Sequence[tuple[str, m.ModelState]]

@@ -68,14 +68,14 @@ from runstore.requests import (
 )
 
 if TYPE_CHECKING:
-    from runstore.schema_sql import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION
     from runstore.store import RunStore
+    from runstore.store.schema_sql import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION
 
 # name -> the module that defines it, imported on first access.
 _LAZY = {
     "RunStore": "runstore.store",
-    "RUN_STORE_SCHEMA_SQL": "runstore.schema_sql",
-    "RUN_STORE_SCHEMA_VERSION": "runstore.schema_sql",
+    "RUN_STORE_SCHEMA_SQL": "runstore.store.schema_sql",
+    "RUN_STORE_SCHEMA_VERSION": "runstore.store.schema_sql",
 }
 
 

@@ -5,8 +5,8 @@ Rules of this file: value layer; pure functions only (no I/O, no SQLite, no cloc
 fixes the document's *shape*: its keys, the form of an artifact entry, an observation
 entry and a dependency, the outcome object, the decimal-string times and the order of
 every list. It reads nothing: which records go into a snapshot is decided twice on
-purpose, over SQL by :mod:`runstore.outcome_document` and over the model's state by
-:mod:`runstore.model.outcome_document`, and both hand their pieces to the functions here,
+purpose, over SQL by :mod:`runstore.store.publication.outcome_document` and over the model's state
+by :mod:`runstore.model.outcome_document`, and both hand their pieces to the functions here,
 so the bytes the two produce can be compared for equality. Nothing here carries an owner
 token, a lease id, a staging path or a verification, registration or selection time.
 

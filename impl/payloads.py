@@ -1,7 +1,7 @@
 """The internal event kinds and their canonical payload documents.
 
 Rules of this file: value layer; the single definition of the five event kinds and their
-payloads (SPEC.md section 7). The writer (:mod:`runstore.events`) and the model
+payloads (SPEC.md section 7). The writer (:mod:`runstore.store.events`) and the model
 (:mod:`runstore.model.events`) both build payloads here, so the bytes the lockstep tests and
 the event vectors compare come from one place. Payloads are plain JSON objects exactly as
 stored, canonically encoded, in ``events.payload_json``:

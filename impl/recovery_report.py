@@ -2,8 +2,8 @@
 it rejects a completed object.
 
 Rules of this file: value layer (no I/O, no SQLite, no clock). Both the store's recovery
-(:mod:`runstore.recovery`) and the model's (:mod:`runstore.model.recovery`) build these
-values, so the lockstep tests compare them directly.
+(:mod:`runstore.store.recovery.recover`) and the model's (:mod:`runstore.model.recovery`) build
+these values, so the lockstep tests compare them directly.
 """
 
 from __future__ import annotations

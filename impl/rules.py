@@ -4,8 +4,8 @@ lease liveness with exclusive expiry, retry authorization and renewal.
 Rules of this file: value layer (imports only canonical's bounds, the errors and the
 request values); pure functions over integers, booleans and requests. Each rule exists here
 once: the writer
-(:mod:`runstore.guard`, :mod:`runstore.attempts`, :mod:`runstore.leases`) and the model
-(:mod:`runstore.model`) call these functions, so the rules ``crosshair check runstore.rules``
+(:mod:`runstore.store.guard`, :mod:`runstore.store.attempts`, :mod:`runstore.store.leases`) and the
+model (:mod:`runstore.model`) call these functions, so the rules ``crosshair check runstore.rules``
 verifies are the rules both use. A refusal is returned, never raised, as the
 :class:`~runstore.errors.RunStoreError` the writer raises for it (and the model turns into a
 ``Refusal`` with the same code and message); ``None`` means the rule allows the call.

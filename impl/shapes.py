@@ -3,8 +3,8 @@ registration and the reference list of a terminal commit.
 
 Rules of this file: value layer; pure functions of records and plain values that return the
 :class:`~runstore.errors.RunStoreError` the writer raises (the model turns it into a
-``Refusal``), or None. The writer (:mod:`runstore.registration`,
-:mod:`runstore.finalization`) and the model call these, so the argument rules exist once;
+``Refusal``), or None. The writer (:mod:`runstore.store.registration`,
+:mod:`runstore.store.finalization`) and the model call these, so the argument rules exist once;
 what needs the database or the model's state (conflicts, unknown artifacts) stays with each.
 """
 

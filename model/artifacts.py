@@ -1,7 +1,7 @@
 """Artifact rows in the model: registering verified artifact metadata.
 
 Rules of this file: pure functions over :class:`~runstore.model.state.ModelState`; the
-writer's counterpart is :mod:`runstore.artifacts`. A registration is reused when an
+writer's counterpart is :mod:`runstore.store.artifacts`. A registration is reused when an
 identical row (same kind, path and digests) exists; any other row with the same id is a
 conflict.
 """

@@ -4,7 +4,7 @@
 Rules of this file: pure functions ``op(state, ...) -> (state, result | Refusal)``; a
 refusal returns the input state object unchanged. The leaf rules (edges, ranges, retry
 authorization, payloads) are the value layer's, shared with the writer
-(:mod:`runstore.attempts`); the composition below is the model's own. Guarded operations
+(:mod:`runstore.store.attempts`); the composition below is the model's own. Guarded operations
 first run the check sequence of :mod:`runstore.model.guard`, then their own checks, in the
 order their docstrings give.
 """

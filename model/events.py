@@ -3,7 +3,7 @@ without a transition (an observation's registration).
 
 Rules of this file: pure functions over :class:`~runstore.model.state.ModelState`. The
 event kinds and payload documents are :mod:`runstore.payloads`, shared with the writer
-(:mod:`runstore.events`), so the bytes the lockstep tests compare come from one place.
+(:mod:`runstore.store.events`), so the bytes the lockstep tests compare come from one place.
 Events are numbered from 1 in order; the model keeps payloads as documents, the store as
 their canonical bytes.
 """

@@ -5,7 +5,7 @@ Rules of this file: pure functions ``op(state, ...) -> (state, result | Refusal)
 refusal returns the input state object unchanged. Each operation runs the guarded check
 sequence of :mod:`runstore.model.guard` (preceded by its own argument checks) and then its
 own checks in the order its docstring gives. The leaf rules (edges, payloads, reference
-shapes) are the value layer's, shared with the writer (:mod:`runstore.finalization`).
+shapes) are the value layer's, shared with the writer (:mod:`runstore.store.finalization`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ checks.
 Rules of this file: reads state, never changes it. The leaf rules (ranges, clock clamping,
 lease liveness with exclusive expiry) are :mod:`runstore.rules`, shared with the writer.
 The sequence itself is written twice on purpose: here over the model's state and in
-:mod:`runstore.guard` over SQL. The order below is normative: the writer must report the
+:mod:`runstore.store.guard` over SQL. The order below is normative: the writer must report the
 first failing check with the same code, so that the model and the store refuse the same
 call in the same way.
 

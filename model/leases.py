@@ -2,7 +2,7 @@
 
 Rules of this file: pure functions ``op(state, ...) -> (state, result | Refusal)``; a
 refusal returns the input state object unchanged. Liveness and the renewal rule are
-:mod:`runstore.rules`, shared with the writer (:mod:`runstore.leases`); the composition is
+:mod:`runstore.rules`, shared with the writer (:mod:`runstore.store.leases`); the composition is
 the model's own. Leases are never deleted or reactivated.
 """
 

@@ -3,7 +3,7 @@ attempt with its references, and optionally selecting it for its slot.
 
 Rules of this file: pure functions ``op(state, ...) -> (state, result | Refusal)``; a
 refusal returns the input state object unchanged. The writer's counterpart is
-:mod:`runstore.observations`; the check sequence is written twice on purpose (the lockstep
+:mod:`runstore.store.observations`; the check sequence is written twice on purpose (the lockstep
 tests hold the two together). A slot's first selection is final.
 """
 

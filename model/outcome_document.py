@@ -2,8 +2,8 @@
 binds, and the canonical ``outcome.json`` bytes, read from a :class:`ModelState`.
 
 Rules of this file: pure functions of the state (no I/O, no SQLite, no clock). The
-store's counterpart is :mod:`runstore.outcome_document`; which records a snapshot holds is
-decided twice on purpose (there over SQL, here over the model's tables) and only the
+store's counterpart is :mod:`runstore.store.publication.outcome_document`; which records a snapshot
+holds is decided twice on purpose (there over SQL, here over the model's tables) and only the
 document's shape and order, :mod:`runstore.outcome_json`, is shared, so the conformance
 tests' byte equality holds the two readings together. Records are their ``to_json()``
 objects (what the store keeps in ``record_json``), artifacts their indexed fields only.

@@ -1,7 +1,7 @@
 """Publication in the model: the database steps of the publisher's ``publish_artifact``
 (register a stage's staging lease; later register the published artifact, root it under
 the reservation lease and release the stage's lease). The store's counterpart,
-``runstore.publication``, arrives with transactional publication.
+``runstore.store.publication.publish``, arrives with transactional publication.
 
 Rules of this file: pure functions ``op(state, ...) -> (state, result | Refusal)``; a
 refusal returns the input state object unchanged. Filesystem work (staging directories,

@@ -7,7 +7,7 @@ is only reported or computed, never done. A pass decides, in the store's order: 
 (busy, left, quarantined; abandoned staging leases released), the object each recoverable
 attempt imports or the interrupted failure it commits instead, and the independent orphans
 it registers. The checks of a candidate outcome live in :mod:`runstore.model.recovery_checks`.
-The store's counterpart is :mod:`runstore.recovery`.
+The store's counterpart is :mod:`runstore.store.recovery.recover`.
 """
 
 from __future__ import annotations

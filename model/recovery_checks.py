@@ -6,8 +6,8 @@ Rules of this file: pure functions of the model's state and the candidate's clai
 I/O. The object-level checks (``corrupt``, ``malformed_outcome``, ``unknown_attempt``,
 ``attempt_terminal``) are the pass's (:mod:`runstore.model.recovery`), since they decide
 which attempt a candidate belongs to; this file checks the rest, in the table's order. The
-store's counterpart is :mod:`runstore.recovery_tx` (over SQL): the two are compared by the
-lockstep tests, not shared.
+store's counterpart is :mod:`runstore.store.recovery.recover_tx` (over SQL): the two are compared by
+the lockstep tests, not shared.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ from runstore.runner.campaign_file import load_campaign
 from runstore.runner.coordinator import RunOptions, RunSummary, run_campaign
 from runstore.runner.executor import Executor, WorkHandle, WorkOrder, WorkResult
 from runstore.store import RunStore
-from runstore.store_root import DATABASE_NAME, create_root
+from runstore.store.store_root import DATABASE_NAME, create_root
 
 KINDS = ("local", "dask")
 LEASE_SECONDS = 30

@@ -5,7 +5,7 @@ The issue's target: a store of 100,000 attempts against one of 10,000, each oper
 median time ratio at most 12 (10x the work, with room for noise); the peak-RSS ratio is
 printed beside it (bounded memory keeps it near 1).
 
-Fixtures: synthetic stores from :func:`runstore.testing.synth.synthesize` (one-shot slots
+Fixtures: synthetic stores from ``synth.synthesize`` (tools/synth.py) (one-shot slots
 run to ``Accepted``, every tenth after a failed attempt; the rows the runner writes and
 real artifact directories), one per ``--sizes`` entry (default ``10000,100000`` attempts),
 built untimed under ``--cache DIR`` as ``DIR/attempts-<n>`` and reused by later runs (a
@@ -46,7 +46,7 @@ import attrs
 from runstore.inspection.export import export
 from runstore.inspection.snapshot import Snapshot
 from runstore.inspection.validate import validate_store
-from runstore.testing.synth import synthesize
+from synth import synthesize
 
 OPERATIONS = ("export", "validate", "validate-quick")
 

@@ -62,7 +62,7 @@ median lifecycle/s (and the CPU time of the process per lifecycle, the rest bein
 waits on the disk); and the ratio store/replay (lifecycle/s) as the median of the
 per-round ratios with their min-max. Then the same on a store that already holds
 ``--big-slots`` (default 50,000) accepted slots, built untimed with
-``runstore.testing.synth`` (the committed state the runner leaves, one in ten slots with
+``tools/synth.py`` (the committed state the runner leaves, one in ten slots with
 a failed first attempt; its mix is traced again there), against a replay root made like
 that store before timing (as many entries in its ``artifacts/`` and a database file of the
 same size, so that costs that grow with size on the filesystem's or SQLite's side are paid
@@ -96,8 +96,9 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
+import synth
 from lifecycle_mix import TRACED_REPLAYS, FsOp, Mix, Replay, Txn, WalIndex, trace_lifecycle
-from runstore import RunStore, store_root
+from runstore import RunStore
 from runstore.canonical import JSON, encode
 from runstore.enums import AttemptState
 from runstore.requests import FirstAttempt
@@ -105,7 +106,7 @@ from runstore.runner import attempt
 from runstore.runner.campaign import Campaign, Candidate, Problem, SlotKind
 from runstore.runner.coordinator import RunOptions, register, run_campaign
 from runstore.runner.executor import WorkHandle, WorkOrder, WorkResult, WorkStatus
-from runstore.testing import synth
+from runstore.store import store_root
 
 SECOND = 10**9
 LEASE_NS = 30 * SECOND

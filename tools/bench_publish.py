@@ -27,9 +27,9 @@ so everything is on one filesystem:
      lease transaction, scan, hash and fsync every file, fsync directories, manifest, tree
      hash, no-replace rename, parent syncs and the final transaction.
    - baseline: for every file in path order, ``os.open``, ``os.read`` in the publisher's
-     chunk size (``runstore.objects.CHUNK``) into one ``hashlib.sha256``, ``os.fsync``,
-     ``os.close``; on the prepared file before the publish or on the published copy after
-     it (a rename moves the inode, so the bytes and their cache state are the same).
+     chunk size (``runstore.store.publication.objects.CHUNK``) into one ``hashlib.sha256``,
+     ``os.fsync``, ``os.close``; on the prepared file before the publish or on the published copy
+     after it (a rename moves the inode, so the bytes and their cache state are the same).
 
 The ratio is baseline time / publish time (1.0 means publishing costs no more than hashing
 and syncing the bytes by hand; the target for the large file is >= 0.8). Printed per
@@ -69,8 +69,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from runstore import ArtifactKind, AttemptState, FirstAttempt, RunStore
-from runstore.objects import CHUNK
 from runstore.receipts import OwnedAttempt
+from runstore.store.publication.objects import CHUNK
 from runstore.testing import fixtures as fx
 
 _LEASE_EXPIRY_NS = 2**62

@@ -52,7 +52,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runstore import RunStore, recovery, staging
+from runstore import RunStore
+from runstore.store.publication import staging
+from runstore.store.recovery import recover
 
 TOOLS = Path(__file__).resolve().parent
 if str(TOOLS) not in sys.path:
@@ -204,42 +206,42 @@ class _Phases:
 _STEPS: tuple[tuple[str, Any, str], ...] = (
     # In the order recover() reaches them; each is called through a module (or class)
     # attribute, so wrapping the attribute times every call and leaves the pass unchanged.
-    ("recovery lock", recovery.staging.RecoveryLock, "__enter__"),
-    ("clock sample", recovery.publication, "sample"),
-    ("list artifacts/ by name", recovery.recovery_disk, "list_artifacts"),
-    ("staging leases, one scan", recovery.recovery_tx, "stage_leases"),
-    ("try stage locks", recovery.recovery_disk.StageLock, "__init__"),
-    ("registered names", recovery.recovery_tx, "registered_names"),
-    ("parse unregistered names", recovery.recovery_disk, "addresses"),
-    ("nonterminal attempts", recovery.recovery_tx, "nonterminal_attempts"),
-    ("effective time", recovery.recovery_tx, "effective"),
-    ("recovery cause", recovery.recovery_tx, "cause_at"),
-    ("read candidate objects", recovery.recovery_disk, "read_object"),
-    ("candidates' attempt states", recovery.recovery_tx, "attempt_states"),
-    ("load attempt", recovery, "load_attempt"),
-    ("evaluate candidate", recovery.recovery_tx, "evaluate"),
-    ("verify dependency", recovery.recovery_disk, "verifies"),
-    ("sync artifacts/", recovery.recovery_disk, "sync_artifacts"),
-    ("import outcome", recovery.recovery_tx, "import_outcome"),
-    ("move to finalizing", recovery.recovery_tx, "move_to_finalizing"),
-    ("failure document", recovery.recovery_tx, "failure_document"),
-    ("create stage", recovery.staging, "create_stage"),
-    ("scan stage", recovery.objects, "scan"),
-    ("complete failure object", recovery.objects, "complete"),
-    ("object address", recovery.objects, "address"),
-    ("place failure object", recovery.publication, "place"),
-    ("artifact registration", recovery.objects, "registration"),
-    ("commit failure", recovery.recovery_tx, "commit_failure"),
-    ("remove stage", recovery.staging, "remove_stage"),
-    ("reread staging leases", recovery.recovery_tx, "reread"),
-    ("quarantine stages", recovery.recovery_disk, "quarantine"),
-    ("stage exists", recovery.recovery_disk, "stage_exists"),
-    ("release staging leases", recovery.recovery_tx, "release_stage_leases"),
-    ("release stage locks", recovery.recovery_disk.StageLock, "release"),
-    ("register orphans", recovery.recovery_tx, "register_orphans"),
-    ("release recovery lock", recovery.staging.RecoveryLock, "__exit__"),
+    ("recovery lock", recover.staging.RecoveryLock, "__enter__"),
+    ("clock sample", recover.publication, "sample"),
+    ("list artifacts/ by name", recover.recovery_disk, "list_artifacts"),
+    ("staging leases, one scan", recover.recovery_tx, "stage_leases"),
+    ("try stage locks", recover.recovery_disk.StageLock, "__init__"),
+    ("registered names", recover.recovery_tx, "registered_names"),
+    ("parse unregistered names", recover.recovery_disk, "addresses"),
+    ("nonterminal attempts", recover.recovery_tx, "nonterminal_attempts"),
+    ("effective time", recover.recovery_tx, "effective"),
+    ("recovery cause", recover.recovery_tx, "cause_at"),
+    ("read candidate objects", recover.recovery_disk, "read_object"),
+    ("candidates' attempt states", recover.recovery_tx, "attempt_states"),
+    ("load attempt", recover, "load_attempt"),
+    ("evaluate candidate", recover.recovery_tx, "evaluate"),
+    ("verify dependency", recover.recovery_disk, "verifies"),
+    ("sync artifacts/", recover.recovery_disk, "sync_artifacts"),
+    ("import outcome", recover.recovery_tx, "import_outcome"),
+    ("move to finalizing", recover.recovery_tx, "move_to_finalizing"),
+    ("failure document", recover.recovery_tx, "failure_document"),
+    ("create stage", recover.staging, "create_stage"),
+    ("scan stage", recover.objects, "scan"),
+    ("complete failure object", recover.objects, "complete"),
+    ("object address", recover.objects, "address"),
+    ("place failure object", recover.publication, "place"),
+    ("artifact registration", recover.objects, "registration"),
+    ("commit failure", recover.recovery_tx, "commit_failure"),
+    ("remove stage", recover.staging, "remove_stage"),
+    ("reread staging leases", recover.recovery_tx, "reread"),
+    ("quarantine stages", recover.recovery_disk, "quarantine"),
+    ("stage exists", recover.recovery_disk, "stage_exists"),
+    ("release staging leases", recover.recovery_tx, "release_stage_leases"),
+    ("release stage locks", recover.recovery_disk.StageLock, "release"),
+    ("register orphans", recover.recovery_tx, "register_orphans"),
+    ("release recovery lock", recover.staging.RecoveryLock, "__exit__"),
 )
-"""The steps :func:`runstore.recovery.recover` takes: every function it calls in
+"""The steps :func:`runstore.store.recovery.recover.recover` takes: every function it calls in
 ``recovery_disk``, ``recovery_tx``, ``staging``, ``objects`` and ``publication``, the
 locks, and ``load_attempt`` (a query inside two of its transactions)."""
 

@@ -38,26 +38,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from runstore import (
-    ArtifactKind,
-    AttemptState,
-    FirstAttempt,
-    RunStore,
-    attempts,
-    canonical,
-    durable,
-    objects,
-    outcome_document,
-    publication,
-    publication_tx,
-    recovery_disk,
-    registration,
-    sql,
-    staging,
-)
+from runstore import ArtifactKind, AttemptState, FirstAttempt, RunStore, canonical, durable, sql
 from runstore.manifest import MANIFEST_NAME, ManifestFile, manifest_bytes, manifest_sha256
 from runstore.receipts import CommittedEvent, OwnedAttempt
 from runstore.requests import Failed, Next
+from runstore.store import attempts, registration
+from runstore.store.publication import objects, outcome_document, publish, publish_tx, staging
+from runstore.store.recovery import disk as recovery_disk
 from runstore.testing import fixtures as fx
 from runstore.tree_hash import TreeHasher
 
@@ -190,7 +177,7 @@ class _Pending:
         artifact = objects.registration(
             ArtifactKind.ATTEMPT, completed, max(next(clock), self.acquired)
         )
-        publication_tx.publish_finalization_commit(
+        publish_tx.publish_finalization_commit(
             connection,
             self.guard,
             self.lease_id,
@@ -271,13 +258,13 @@ def _begin_attempt(
     guard, _ = attempts.reserve(connection, slot_id, authorization, lease, next(clock))
     guard, _ = attempts.advance(connection, guard, AttemptState.FINALIZING, next(clock))
     outcome = Failed(code="exit_status", details={"status": 1 + index % 7})
-    publication_tx.check_finalization(connection, guard, outcome, (), next(clock))
+    publish_tx.check_finalization(connection, guard, outcome, (), next(clock))
     token = staging.new_token()
     lease_id = staging.lease_id_for(token)
-    acquired = publication_tx.register_stage(
+    acquired = publish_tx.register_stage(
         connection, guard, lease_id, staging.store_path_for(token), next(clock)
     )
-    finished = publication_tx.check_finalization(connection, guard, outcome, (), next(clock))
+    finished = publish_tx.check_finalization(connection, guard, outcome, (), next(clock))
     document = outcome_document.outcome_document(
         connection, guard.attempt_id, outcome, (), finished
     )
@@ -331,6 +318,6 @@ def add_expired_work(root: str) -> None:
 
 def _die_while_publishing(store: RunStore, guard: OwnedAttempt, now_ns: int) -> None:
     """A stage and its staging lease, left as a killed publisher leaves them."""
-    stage, _ = publication._open_stage(store.root, store._write, guard, now_ns)
+    stage, _ = publish._open_stage(store.root, store._write, guard, now_ns)
     _populate_log(0)(stage.object_path)
     stage.unlock()

@@ -22,7 +22,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runstore import durable, sql, store_root
+from runstore import durable, sql
+from runstore.store import store_root
 
 TRACED_REPLAYS = 5
 """Replayed lifecycles whose mix is measured (a B-tree split adds frames now and then)."""

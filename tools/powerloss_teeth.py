@@ -5,11 +5,11 @@ acknowledged result with the shrunk sequence of operations.
 The mutations (each replaces one text that must occur exactly once in its file):
 
 * ``publication-rename-sync``: no directory sync of ``artifacts/`` after a publication's
-  rename (``impl/publication.py``);
+  rename (``impl/store/publication/publish.py``);
 * ``object-file-fsync``: the object's files are not fsynced before its manifest is written
-  (``impl/objects.py``);
+  (``impl/store/publication/objects.py``);
 * ``root-sync-after-database``: the store root is not synced after the database is created
-  (``impl/store.py``).
+  (``impl/store/run_store.py``).
 
 For each, the scratch tree is ``<tmp>/runstore`` (``impl/`` with ``model/`` and
 ``crashsim/`` inside, as the package maps them), and the campaign runs in a subprocess with
@@ -54,14 +54,14 @@ class Mutation:
 MUTATIONS = (
     Mutation(
         "publication-rename-sync",
-        "impl/publication.py",
+        "impl/store/publication/publish.py",
         "parents: tuple[str, ...] = (os.path.dirname(destination),)",
         "parents: tuple[str, ...] = ()",
         "publish_artifact",
     ),
     Mutation(
         "object-file-fsync",
-        "impl/objects.py",
+        "impl/store/publication/objects.py",
         "        if sync:\n            _fsync_fd(fd, absolute)\n    finally:\n"
         "        os.close(fd)\n    return digest.hexdigest(), stamp(before)",
         "        if False:\n            _fsync_fd(fd, absolute)\n    finally:\n"
@@ -70,7 +70,7 @@ MUTATIONS = (
     ),
     Mutation(
         "root-sync-after-database",
-        "impl/store.py",
+        "impl/store/run_store.py",
         "            durable.fsync_dir(root)\n        except OSError as exc:\n"
         '            raise DurabilityError(f"cannot sync the new schema',
         "            pass\n        except OSError as exc:\n"

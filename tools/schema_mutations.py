@@ -1,6 +1,6 @@
 """Mutation check of schema v1 against its in-memory conformance tests.
 
-The project promises that every constraint in ``impl/schema/v1.sql`` is pinned by a test in
+The project promises that every constraint in ``impl/store/schema/v1.sql`` is pinned by a test in
 ``conformance/test_schema_*.py``: remove or weaken the constraint and a test fails. This
 tool keeps that promise reproducible. The mutations are data: ``tools/schema_mutations.toml``
 holds the table of named, surgical edits of v1.sql (each replaces one ``old`` text, which
@@ -9,8 +9,8 @@ module is only the driver, which loads and checks the table (:data:`MUTATIONS`; 
 file raises :class:`TableError`) and runs it. For every mutation it builds a throwaway tree
 in a temporary directory::
 
-    <tmp>/impl/schema/v1.sql          the mutated schema
-    <tmp>/conformance/schema_rows.py, conftest.py  copied (rows read ../impl/schema/v1.sql)
+    <tmp>/impl/store/schema/v1.sql          the mutated schema
+    <tmp>/conformance/schema_rows.py, conftest.py  copied (rows read ../impl/store/schema/v1.sql)
     <tmp>/conformance/test_schema_*.py  copied (all but test_schema_mutations.py)
 
 and runs pytest on it in a subprocess, isolated from the repository's configuration
@@ -53,7 +53,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = Path(__file__).resolve().with_name("schema_mutations.toml")
-SCHEMA = Path("impl") / "schema" / "v1.sql"
+SCHEMA = Path("impl") / "store" / "schema" / "v1.sql"
 CONFORMANCE = Path("conformance")
 # The schema tests' row builders and their shared fixtures (conftest.py).
 HELPERS = ("schema_rows.py", "conftest.py", "cli_world.py")

@@ -243,10 +243,10 @@ PROBE = """\
 import multiprocessing, os, sys
 
 def where(_=None):
-    import runstore, runstore.model, runstore.crashsim, runstore.schema, runstore.testing
+    import runstore, runstore.model, runstore.crashsim, runstore.store.schema, runstore.testing
     import runstore.rules
     return [os.path.realpath(m.__file__) for m in (runstore, runstore.model,
-            runstore.crashsim, runstore.schema, runstore.testing, runstore.rules)]
+            runstore.crashsim, runstore.store.schema, runstore.testing, runstore.rules)]
 
 if __name__ == "__main__":
     with multiprocessing.get_context("spawn").Pool(1) as pool:

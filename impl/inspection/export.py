@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import BinaryIO, Final
 
 import attrs
-from runstore import durable, objects
+from runstore import durable
 from runstore.canonical import JSON
 from runstore.errors import (
     ArtifactCorruptError,
@@ -45,6 +45,7 @@ from runstore.inspection.export_rows import (
     observation_rows,
 )
 from runstore.inspection.snapshot import Snapshot
+from runstore.store.publication import objects
 
 ATTEMPTS_FILE: Final = "attempts.csv"
 OBSERVATIONS_FILE: Final = "observations.csv"

@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import BinaryIO, Final
 
-from runstore import schema_check, sql, store_root
+from runstore import sql
 from runstore.errors import (
     InspectionUnsafeError,
     InspectionUnstableError,
@@ -33,7 +33,8 @@ from runstore.errors import (
     UnsafePathError,
     UnversionedDatabaseError,
 )
-from runstore.schema_sql import RUN_STORE_SCHEMA_VERSION
+from runstore.store import schema_check, store_root
+from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION
 
 WAL_NAME: Final = f"{store_root.DATABASE_NAME}-wal"
 TEMP_PREFIX: Final = "runstore-inspect-"

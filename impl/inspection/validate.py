@@ -21,7 +21,7 @@ from collections import Counter
 from typing import Final
 
 import attrs
-from runstore import schema_check, sql
+from runstore import sql
 from runstore.canonical import JSON
 from runstore.enums import AttemptState, ExecutionKind, LeasePurpose, SlotRole
 from runstore.errors import InvalidRecordError, SchemaMismatchError, UnsafePathError
@@ -31,8 +31,9 @@ from runstore.inspection.validate_rows import TERMINAL_SQL, Row, stream
 from runstore.payloads import CLAIMED, SUPERSEDED
 from runstore.requests import INTERRUPTED_ATTEMPT
 from runstore.rules import outcome_refusal
-from runstore.schema_sql import RUN_STORE_SCHEMA_VERSION
-from runstore.staging import lease_id_for, store_path_for
+from runstore.store import schema_check
+from runstore.store.publication.staging import lease_id_for, store_path_for
+from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION
 
 __all__ = ["DEFAULT_TRIES", "FINDING_CAP", "Finding", "ValidationReport", "validate_store"]
 

@@ -2,9 +2,9 @@
 
 Rules of this file: the artifact rows are streamed from the raw snapshot's connection;
 the directories are read in place under the store root, never written, synced or
-followed through a symbolic link (:func:`runstore.inventory.walk` and
-:func:`runstore.objects.verify` with ``sync=False``, and ``O_NOFOLLOW`` reads). The address
-comes from :func:`runstore.objects.address`, the manifest format from
+followed through a symbolic link (:func:`runstore.store.publication.inventory.walk` and
+:func:`runstore.store.publication.objects.verify` with ``sync=False``, and ``O_NOFOLLOW`` reads).
+The address comes from :func:`runstore.store.publication.objects.address`, the manifest format from
 :mod:`runstore.manifest`: nothing is re-implemented. A full check reads every byte; a quick
 one reads only the directory listing and ``manifest.json``. Findings go to the ``report``
 callback; subjects are the artifact id for a row defect and the artifact's store path for
@@ -19,14 +19,14 @@ import stat
 from collections.abc import Iterable
 from typing import Final
 
-from runstore import objects
 from runstore.enums import ArtifactKind
 from runstore.errors import ArtifactCorruptError, RunStoreError, UnsafeEntryError
 from runstore.inspection.validate_rows import RECORD_INVALID, Report, stream
-from runstore.inventory import Inventory, InventoryFile, walk
 from runstore.manifest import MANIFEST_NAME, manifest_sha256, parse_manifest, path_order
 from runstore.records import ArtifactRegistration
-from runstore.staging import ARTIFACTS_DIR
+from runstore.store.publication import objects
+from runstore.store.publication.inventory import Inventory, InventoryFile, walk
+from runstore.store.publication.staging import ARTIFACTS_DIR
 
 ARTIFACT_ADDRESS: Final = "artifact_address"
 ARTIFACT_MISSING: Final = "artifact_missing"

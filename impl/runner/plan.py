@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import attrs
 from runstore.canonical import JSON
-from runstore.coordinator_reads import Registered
 from runstore.enums import ExecutionKind, ObservationSlotKind, SlotRole
 from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
 from runstore.runner.campaign import Campaign, Candidate, InputFile, Problem, SlotKind
+from runstore.store.coordinator_reads import Registered
 
 ATTEMPT_SLOT_NAME = "measurement"
 WARMUP_SLOT_NAME = "warmup"

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 import attrs
 from runstore.canonical import JSON
-from runstore.coordinator_reads import SlotProgress
 from runstore.requests import FirstAttempt, Retry, RetryAuthorization
 from runstore.runner.plan import SlotPlan
 from runstore.store import RunStore
+from runstore.store.coordinator_reads import SlotProgress
 
 
 @attrs.frozen(kw_only=True)

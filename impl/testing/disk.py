@@ -6,8 +6,8 @@ at once). Objects are read whole with :func:`runstore.testing.publishing.read_tr
 checked with the model's own content module (:mod:`runstore.model.content`): an object
 *verifies* when it is a publishable tree plus a ``manifest.json`` that is exactly the
 manifest of the rest, and its name is ``<kind>-<its tree hash>``. Nothing here imports
-:mod:`runstore.recovery_disk` or :mod:`runstore.objects`, so a defect there cannot hide
-itself from the model.
+:mod:`runstore.store.recovery.disk` or :mod:`runstore.store.publication.objects`, so a defect there
+cannot hide itself from the model.
 """
 
 from __future__ import annotations

@@ -136,8 +136,8 @@ class ModelWriter:
         transactions, and a crash between them leaves one of these intermediate states."""
         self.tokens = tokens if tokens is not None else StageTokens()
         """Where the model's stage tokens come from (the store's come from the seam
-        :func:`runstore.staging.install_token_source`); two fresh :class:`StageTokens`
-        counters keep the two in step."""
+        :func:`runstore.store.publication.staging.install_token_source`); two fresh
+        :class:`StageTokens` counters keep the two in step."""
         self.disk = disk
         """What recovery finds on disk, read just before the model's pass (for a store
         driven in lockstep: :func:`runstore.testing.disk.disk_view` of its root); without

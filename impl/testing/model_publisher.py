@@ -6,7 +6,7 @@ Rules of this file: the publisher's *filesystem* work is modelled by its result 
 callback runs in a private temporary directory, the tree is read back
 (:func:`runstore.testing.publishing.read_tree`) and checked, completed and hashed by the
 model's own content module (:mod:`runstore.model.content`, independent of the store's
-:mod:`runstore.objects`). The database steps are the model's operations
+:mod:`runstore.store.publication.objects`). The database steps are the model's operations
 (``check_finalization``, ``begin_staging``, ``publish_staged_artifact``,
 ``publish_finalization``), each applied through ``ModelWriter.apply`` so a refusal raises
 ``ModelRefusal`` exactly where the store raises. Clock samples and stage tokens are
@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from runstore import arguments, staging
+from runstore import arguments
 from runstore import model as m
 from runstore.enums import ArtifactKind
 from runstore.errors import RunStoreError
@@ -29,6 +29,7 @@ from runstore.model import content, outcome_document
 from runstore.receipts import OwnedAttempt, PublishedArtifact, PublishedFinalization
 from runstore.records import ArtifactRegistration
 from runstore.requests import TerminalOutcome
+from runstore.store.publication import staging
 from runstore.testing.publishing import read_tree
 
 if TYPE_CHECKING:

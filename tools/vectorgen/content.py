@@ -3,10 +3,10 @@ version-1 local-tree hash, the completion manifest, the entry name rules, and th
 entries and manifests.
 
 The cases are data here; the digests and bytes come from :mod:`runstore.tree_hash` and
-:mod:`runstore.manifest`, and the codes of refused entries from :func:`runstore.objects.scan`
-run on a temporary directory of this module's own (the one filesystem use of this
-generator besides ``events``' temporary store; nothing is written elsewhere).
-``tools/regen`` writes :func:`build`'s text.
+:mod:`runstore.manifest`, and the codes of refused entries from
+:func:`runstore.store.publication.objects.scan` run on a temporary directory of this module's own
+(the one filesystem use of this generator besides ``events``' temporary store; nothing is written
+elsewhere). ``tools/regen`` writes :func:`build`'s text.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import os
 import tempfile
 from typing import Any
 
-from runstore import objects
 from runstore.manifest import (
     MANIFEST_NAME,
     RESERVED_NAMES,
@@ -25,6 +24,7 @@ from runstore.manifest import (
     manifest_bytes,
     parse_manifest,
 )
+from runstore.store.publication import objects
 from runstore.tree_hash import Entry, tree_sha256
 
 from . import FORMAT_VERSION, GENERATOR, refusal_code, render

@@ -12,8 +12,8 @@ played on its own: every call in lockstep on the model (``ModelWriter``) and on 
 (``RunStore.open`` on a fresh temporary root), requiring equal results, the same committed
 event sequences and, at the end, equal durable projections. The document is then built by
 the model's builder (:mod:`runstore.model.outcome_document`) and, after the store is
-closed, by the store's builder (:mod:`runstore.outcome_document`) on a plain connection
-inside ``BEGIN``; the two must give the same bytes. Anything else raises
+closed, by the store's builder (:mod:`runstore.store.publication.outcome_document`) on a plain
+connection inside ``BEGIN``; the two must give the same bytes. Anything else raises
 :class:`~vectorgen.events.GenerationRefused` and nothing is written.
 
 The operations are written exactly as ``events.json`` writes its own (the argument and
@@ -45,11 +45,11 @@ from runstore import (
     testing,
 )
 from runstore import model as m
-from runstore import outcome_document as store_builder
 from runstore.audit.projection import model_projection, store_projection
 from runstore.canonical import JSON
 from runstore.errors import RunStoreError
 from runstore.model import outcome_document as model_builder
+from runstore.store.publication import outcome_document as store_builder
 from runstore.testing import script
 from runstore.testing.lockstep import Diverged, ModelWriter
 from runstore.testing.script import Call, Context

@@ -17,11 +17,11 @@ lockstep on the model (``ModelWriter`` whose disk view is
 the same committed event sequences and, at the end, equal durable projections. The final
 object's ``outcome.json`` must then be exactly the document both builders
 (:mod:`runstore.model.outcome_document` over the model's final state and
-:mod:`runstore.outcome_document` on the closed store's database inside ``BEGIN``) build for
-the committed outcome, references and finish time; the outcome must be the one the case
+:mod:`runstore.store.publication.outcome_document` on the closed store's database inside ``BEGIN``)
+build for the committed outcome, references and finish time; the outcome must be the one the case
 expects; the pass must leave every observation and selection as it found them; and
-:func:`runstore.objects.verify` of the object must give the registered digests, the object
-holding only ``outcome.json`` and ``manifest.json``. Anything else raises
+:func:`runstore.store.publication.objects.verify` of the object must give the registered digests,
+the object holding only ``outcome.json`` and ``manifest.json``. Anything else raises
 :class:`~vectorgen.events.GenerationRefused` and nothing is written.
 
 The operations are written exactly as ``outcomes.json`` writes its own (the argument and
@@ -52,16 +52,15 @@ from runstore import (
     RecoveryReport,
     RunStore,
     TerminalOutcome,
-    objects,
-    staging,
     testing,
 )
 from runstore import model as m
-from runstore import outcome_document as store_builder
 from runstore.audit.projection import model_projection, store_projection
 from runstore.canonical import JSON
 from runstore.model import outcome_document as model_builder
 from runstore.requests import interrupted_outcome
+from runstore.store.publication import objects, staging
+from runstore.store.publication import outcome_document as store_builder
 from runstore.testing import script
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, StageTokens

@@ -33,7 +33,7 @@ OBJECT_NAME: Final = "object"
 RECOVERY_LOCK_NAME: Final = ".run-store-recovery.lock"
 RECOVERY_LOCK_TIMEOUT_S: Final = 5.0
 
-_log = logging.getLogger("runstore.staging")
+_log = logging.getLogger("runstore.store.publication.staging")
 
 
 def _random_token() -> str:

@@ -6,10 +6,11 @@ transaction is open while the caller's ``populate`` runs, nor during hashing, sy
 renaming: each database step is its own short ``BEGIN IMMEDIATE`` transaction through the
 store's ``write``. The clock is sampled exactly where the SPEC says (before staging, before
 the outcome is written, after the rename, and under the final write lock), each sample
-checked like a ``*_ns`` argument. Filesystem steps live in :mod:`runstore.staging` and
-:mod:`runstore.objects`, database steps in :mod:`runstore.publication_tx`. A receipt is
-returned only after the final commit; before it, any failure leaves the registered stage
-(lock released) or a verified orphan for recovery, and the attempt as it was.
+checked like a ``*_ns`` argument. Filesystem steps live in :mod:`runstore.store.publication.staging`
+and :mod:`runstore.store.publication.objects`, database steps in
+:mod:`runstore.store.publication.publish_tx`. A receipt is returned only after the final commit;
+before it, any failure leaves the registered stage (lock released) or a verified orphan for
+recovery, and the attempt as it was.
 """
 
 from __future__ import annotations
@@ -20,15 +21,7 @@ import stat
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol, TypeVar
 
-from runstore import (
-    arguments,
-    canonical,
-    durable,
-    objects,
-    outcome_document,
-    publication_tx,
-    staging,
-)
+from runstore import arguments, canonical, durable
 from runstore.canonical import JSON
 from runstore.enums import ArtifactKind
 from runstore.errors import (
@@ -45,6 +38,7 @@ from runstore.receipts import (
     TerminalAttempt,
 )
 from runstore.requests import TerminalOutcome
+from runstore.store.publication import objects, outcome_document, publish_tx, staging
 
 T = TypeVar("T")
 Clock = Callable[[], int]
@@ -83,9 +77,7 @@ def _open_stage(
         try:
             acquired = write(
                 lambda c: (
-                    publication_tx.register_stage(
-                        c, guard, stage.lease_id, stage.store_path, now_ns
-                    ),
+                    publish_tx.register_stage(c, guard, stage.lease_id, stage.store_path, now_ns),
                     (),
                 )
             )
@@ -162,9 +154,7 @@ def publish_artifact(
         artifact = objects.registration(kind, completed, max(sample(clock), acquired))
 
         def commit(connection: sqlite3.Connection) -> tuple[None, tuple[()]]:
-            publication_tx.publish_staged(
-                connection, guard, stage.lease_id, artifact, sample(clock)
-            )
+            publish_tx.publish_staged(connection, guard, stage.lease_id, artifact, sample(clock))
             return None, ()
 
         write(commit)
@@ -186,7 +176,7 @@ def _prepare_outcome(
     from one consistent view. Returns (finish time, bytes, the snapshot those bytes hold)."""
 
     def check(connection: sqlite3.Connection) -> tuple[int, bytes, dict[str, JSON]]:
-        finished = publication_tx.check_finalization(connection, guard, outcome, references, now_ns)
+        finished = publish_tx.check_finalization(connection, guard, outcome, references, now_ns)
         document = outcome_document.outcome_document(
             connection, guard.attempt_id, outcome, references, finished
         )
@@ -218,7 +208,7 @@ def publish_finalization(
     staged_at = sample(clock)
     write(
         lambda c: (
-            publication_tx.check_finalization(c, guard, outcome, references, staged_at),
+            publish_tx.check_finalization(c, guard, outcome, references, staged_at),
             (),
         )
     )
@@ -237,7 +227,7 @@ def publish_finalization(
         )
 
         def commit(connection: sqlite3.Connection) -> tuple[TerminalAttempt, list[CommittedEvent]]:
-            terminal, event = publication_tx.publish_finalization_commit(
+            terminal, event = publish_tx.publish_finalization_commit(
                 connection,
                 guard,
                 stage.lease_id,

@@ -1,12 +1,13 @@
 """A synthetic large store for benchmarks: the committed state the runner leaves after
 running one-shot measurement slots to ``Accepted``, written straight into the database.
 
-Rules of this file: test kit. The store is made by :meth:`runstore.RunStore.open`, then
-filled through one :func:`runstore.sql.connect` connection (the triggers police each row)
-in ``executemany`` transactions, unsynced until one ``os.sync()``. No byte is decided here:
-records, ids, attempt records, payloads and outcome documents come from the value layer the
-writer calls, objects hold what ``objects.complete`` writes (manifest and tree hash computed
-in memory), and the steps and clock readings are ``runstore.runner.attempt``'s (SPEC.md 11,
+Rules of this file: the benchmarks' kit (``tools/bench_inspect.py``,
+``tools/bench_lifecycle.py``), outside the package. The store is made by
+:meth:`runstore.RunStore.open`, then filled through one :func:`runstore.sql.connect` connection (the
+triggers police each row) in ``executemany`` transactions, unsynced until one ``os.sync()``. No byte
+is decided here: records, ids, attempt records, payloads and outcome documents come from the value
+layer the writer calls, objects hold what ``objects.complete`` writes (manifest and tree hash
+computed in memory), and the steps and clock readings are ``runstore.runner.attempt``'s (SPEC.md 11,
 15.4) on a clock moving :data:`TICK_NS` per reading; tokens come from a seeded RNG. Slot
 ``i`` is candidate ``c<i // 100>`` on problem ``p<i % 100>``; every :data:`RETRY_EVERY`-th
 slot first has a ``Failed(worker_failed)`` attempt. ``conformance/test_synth.py`` compares
@@ -27,24 +28,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final
 
 import attrs
-from runstore import (
-    canonical,
-    enums,
-    objects,
-    outcome_json,
-    payloads,
-    records,
-    sql,
-    staging,
-    store_root,
-)
+from runstore import canonical, enums, outcome_json, payloads, records, sql
 from runstore.attempt_record import attempt_document
 from runstore.canonical import JSON
 from runstore.enums import ArtifactKind, AttemptState, Completion, LeasePurpose
 from runstore.identity import run_attempt_id
 from runstore.manifest import MANIFEST_NAME, OUTCOME_NAME, ManifestFile, manifest_bytes
 from runstore.requests import Accepted, Failed, TerminalOutcome
-from runstore.store import RunStore
+from runstore.store import RunStore, store_root
+from runstore.store.publication import objects, staging
 from runstore.testing.fixtures import EXECUTION_PATH
 from runstore.tree_hash import Entry, tree_sha256
 

@@ -19,8 +19,8 @@ from types import FrameType
 from typing import Annotated, NoReturn
 
 import typer
-from runstore import cli_output
 from runstore.canonical import JSON
+from runstore.cli import output
 from runstore.errors import RunStoreError
 
 EXIT_OK = 0
@@ -125,12 +125,12 @@ def run(
     from runstore.runner.coordinator import RunOptions, run_campaign
     from runstore.runner.executors import open_executor
     from runstore.store import RunStore
-    from runstore.store_root import create_root
+    from runstore.store.store_root import create_root
 
     with _errors(as_json):
         loaded = load_campaign(campaign)
         root = os.path.abspath(store)
-        reporter = cli_output.JsonLines() if as_json else cli_output.ProgressReporter()
+        reporter = output.JsonLines() if as_json else output.ProgressReporter()
         chosen = open_executor(
             executor, jobs=jobs, scheduler=scheduler, workers=workers, lease_ns=loaded.lease_ns
         )
@@ -165,12 +165,12 @@ def recover(store: Store, as_json: Json = False) -> None:
         "terminals": [{"attempt": t.attempt_id, "state": t.state.value} for t in report.terminals],
     }
     if as_json:
-        cli_output.print_json(document)
+        output.print_json(document)
         return
     rows = [
         [key, len(value) if isinstance(value, list) else value] for key, value in document.items()
     ]
-    cli_output.print_tables([cli_output.table("recovery", ["item", "count"], rows)])
+    output.print_tables([output.table("recovery", ["item", "count"], rows)])
     for rejected in report.rejected_artifacts:
         typer.echo(f"rejected {rejected.path}: {rejected.code}: {rejected.message}")
 
@@ -191,11 +191,11 @@ def status(
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
         report = read_status(snapshot, campaign=campaign)
     if as_json:
-        cli_output.print_json(report.to_json())
+        output.print_json(report.to_json())
         return
-    from runstore.cli_render import status_tables
+    from runstore.cli.render import status_tables
 
-    cli_output.print_tables(status_tables(report))
+    output.print_tables(status_tables(report))
 
 
 @app.command(epilog="Example:\n\n  runstore explain codecs/zlib-6/text --store /tmp/codecs")
@@ -213,11 +213,11 @@ def explain(
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
         explanation = read_explanation(snapshot, target)
     if as_json:
-        cli_output.print_json(explanation.to_json())
+        output.print_json(explanation.to_json())
         return
-    from runstore.cli_render import explain_tables
+    from runstore.cli.render import explain_tables
 
-    cli_output.print_tables(explain_tables(explanation))
+    output.print_tables(explain_tables(explanation))
 
 
 @app.command(epilog="Example:\n\n  runstore validate --store /tmp/codecs --quick")
@@ -231,7 +231,7 @@ def validate(
     """Check a private copy of the store: SQLite integrity, the exact schema, every id,
     the invariants, and every artifact against its manifest and address. Exit 0 only when
     nothing is found, 1 with findings."""
-    from runstore.cli_render import validation_lines
+    from runstore.cli.render import validation_lines
     from runstore.inspection.validate import validate_store
 
     with _errors(as_json):
@@ -245,7 +245,7 @@ def audit(store: Store, as_json: Json = False) -> None:
     require the model's projection to equal the store's. Exit 0 when they agree, 1 with
     the first divergent event."""
     from runstore.audit import audit as replay
-    from runstore.cli_render import audit_lines
+    from runstore.cli.render import audit_lines
     from runstore.inspection.snapshot import Snapshot
 
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
@@ -272,7 +272,7 @@ def export(
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
         summary = write_export(snapshot, str(out), campaign=campaign)
     if as_json:
-        cli_output.print_json(summary.to_json())
+        output.print_json(summary.to_json())
         return
     for name, count in summary.files.items():
         typer.echo(f"{os.path.join(summary.out_dir, name)}: {count} rows")
@@ -297,7 +297,7 @@ def report(
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
         written = write_report(snapshot, str(html), campaign=campaign, title=title)
     if as_json:
-        cli_output.print_json({"html": written})
+        output.print_json({"html": written})
     else:
         typer.echo(f"wrote {written}")
 
@@ -305,7 +305,7 @@ def report(
 def _verdict(document: dict[str, JSON], lines: list[str], *, as_json: bool) -> NoReturn:
     """Print a check's document (``--json``) or its lines, and exit 0 when its ``ok``."""
     if as_json:
-        cli_output.print_json(document)
+        output.print_json(document)
     else:
         for line in lines:
             typer.echo(line)
@@ -318,7 +318,7 @@ def _errors(as_json: bool) -> Iterator[None]:
     try:
         yield
     except RunStoreError as error:
-        cli_output.print_error(error.code, error.message, as_json=as_json)
+        output.print_error(error.code, error.message, as_json=as_json)
         raise typer.Exit(EXIT_BY_CODE.get(error.code, EXIT_STORE)) from None
 
 
@@ -350,7 +350,3 @@ def main() -> NoReturn:
     except KeyboardInterrupt:
         raise SystemExit(EXIT_STOPPED) from None
     raise SystemExit(EXIT_OK)
-
-
-if __name__ == "__main__":
-    main()

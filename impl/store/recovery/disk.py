@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Final
 
 import attrs
-from runstore import durable, objects
+from runstore import durable
 from runstore.enums import ArtifactKind
 from runstore.errors import (
     ArtifactCorruptError,
@@ -25,7 +25,13 @@ from runstore.errors import (
     DurabilityError,
     UnsafePathError,
 )
-from runstore.staging import ARTIFACTS_DIR, STAGE_LOCK_NAME, STAGE_PREFIX, open_lock_file
+from runstore.store.publication import objects
+from runstore.store.publication.staging import (
+    ARTIFACTS_DIR,
+    STAGE_LOCK_NAME,
+    STAGE_PREFIX,
+    open_lock_file,
+)
 
 QUARANTINE_NAME: Final = ".quarantine"
 QUARANTINE_ATTEMPTS: Final = 100

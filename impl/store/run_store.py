@@ -15,22 +15,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
-from runstore import (
-    arguments,
-    attempts,
-    coordinator_reads,
-    durable,
-    finalization,
-    leases,
-    observations,
-    probes,
-    publication,
-    recovery,
-    registration,
-    schema_check,
-    sql,
-    store_root,
-)
+from runstore import arguments, durable, sql
 from runstore.enums import ArtifactKind, AttemptState
 from runstore.errors import (
     DatabaseError,
@@ -40,7 +25,6 @@ from runstore.errors import (
     UnknownSchemaVersionError,
     UnversionedDatabaseError,
 )
-from runstore.publication import Clock, Populate
 from runstore.receipts import (
     ClaimDisposition,
     CommittedEvent,
@@ -60,7 +44,21 @@ from runstore.records import (
 )
 from runstore.recovery_report import RecoveryReport
 from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
-from runstore.schema_sql import RUN_STORE_SCHEMA_VERSION
+from runstore.store import (
+    attempts,
+    coordinator_reads,
+    finalization,
+    leases,
+    observations,
+    probes,
+    registration,
+    schema_check,
+    store_root,
+)
+from runstore.store.publication import publish
+from runstore.store.publication.publish import Clock, Populate
+from runstore.store.recovery import recover as recovery
+from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION
 
 T = TypeVar("T")
 Subscriber = Callable[[CommittedEvent], None]
@@ -307,7 +305,7 @@ class RunStore:
         _raise(arguments.publish_artifact_arguments(attempt, kind, populate, clock))
         _raise(arguments.publish_kind_refusal(kind))
         self._require_connection()
-        return publication.publish_artifact(self._root, self._write, attempt, kind, populate, clock)
+        return publish.publish_artifact(self._root, self._write, attempt, kind, populate, clock)
 
     def publish_finalization(
         self,
@@ -324,7 +322,7 @@ class RunStore:
             arguments.publish_finalization_arguments(attempt, outcome, references, populate, clock)
         )
         self._require_connection()
-        return publication.publish_finalization(
+        return publish.publish_finalization(
             self._root, self._write, attempt, outcome, references, populate, clock
         )
 

@@ -14,7 +14,6 @@ import sqlite3
 from collections.abc import Sequence
 
 from runstore import canonical, payloads, sql
-from runstore.artifacts import artifact_conflicts, artifact_exists, insert_artifact
 from runstore.enums import ArtifactKind
 from runstore.errors import (
     ClaimRequiredError,
@@ -24,11 +23,12 @@ from runstore.errors import (
     UnknownArtifactError,
     UnknownSlotError,
 )
-from runstore.events import append_event
-from runstore.guard import check_guard
 from runstore.receipts import CommittedEvent, ObservationReceipt, OwnedAttempt
 from runstore.records import ArtifactRegistration, Observation
 from runstore.shapes import references_refusal
+from runstore.store.artifacts import artifact_conflicts, artifact_exists, insert_artifact
+from runstore.store.events import append_event
+from runstore.store.guard import check_guard
 
 
 def register_observation(

@@ -3,7 +3,7 @@
 Rules of this file: helpers that run inside the caller's write transaction and never
 commit. Payload documents are built by :mod:`runstore.payloads` (shared with the model) and
 stored here as canonical JSON; the event's sequence is allocated by SQLite. Moving the
-attempt projection itself is :func:`runstore.attempts.transition`. Events reach subscribers
+attempt projection itself is :func:`runstore.store.attempts.transition`. Events reach subscribers
 only after their transaction commits (:class:`runstore.store.RunStore`).
 """
 

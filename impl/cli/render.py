@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from rich.table import Table
-from runstore.cli_output import table
+from runstore.cli.output import table
 
 STATES = ("pending", "running", "accepted", "failed", "interrupted", "censored", "superseded")
 

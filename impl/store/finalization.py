@@ -15,8 +15,6 @@ import sqlite3
 from collections.abc import Sequence
 
 from runstore import edges, payloads, rules, sql
-from runstore.artifacts import artifact_conflicts, artifact_exists, insert_artifact
-from runstore.attempts import transition
 from runstore.enums import (
     ArtifactKind,
     AttemptState,
@@ -35,12 +33,14 @@ from runstore.errors import (
     RunStoreError,
     UnknownArtifactError,
 )
-from runstore.guard import AttemptRecord, check_guard
-from runstore.leases import insert_lease, release_attempt_leases
 from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
 from runstore.requests import Accepted, LeaseRequest, Superseded, TerminalOutcome
 from runstore.shapes import references_refusal
+from runstore.store.artifacts import artifact_conflicts, artifact_exists, insert_artifact
+from runstore.store.attempts import transition
+from runstore.store.guard import AttemptRecord, check_guard
+from runstore.store.leases import insert_lease, release_attempt_leases
 
 _BEGIN_SQL = (
     "SELECT EXISTS (SELECT 1 FROM leases WHERE id = ?), "
@@ -266,7 +266,7 @@ def finish(
     references: Sequence[tuple[str, str]],
 ) -> tuple[TerminalAttempt, CommittedEvent]:
     """The terminal commit (shared with recovery), after every check has passed (including
-    :func:`runstore.artifacts.artifact_conflicts` for ``artifact``): register the final
+    :func:`runstore.store.artifacts.artifact_conflicts` for ``artifact``): register the final
     artifact and references, append the terminal transition and event at
     ``finished_at_ns`` (already effective), delete the attempt's claim, and release every
     lease of the attempt at ``commit_ns`` (at or after the finish time)."""

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from runstore import rules, sql
 from runstore.enums import LeasePurpose
 from runstore.errors import DatabaseError
-from runstore.guard import check_guard
 from runstore.receipts import OwnedAttempt
+from runstore.store.guard import check_guard
 
 
 def renew(

@@ -45,15 +45,6 @@ from runstore.errors import (
     OutOfRangeError,
     UnsafeEntryError,
 )
-from runstore.inventory import (
-    Inventory,
-    InventoryFile,
-    Stamp,
-    is_executable,
-    scan,
-    stamp,
-    walk,
-)
 from runstore.manifest import (
     MANIFEST_NAME,
     ManifestFile,
@@ -64,6 +55,15 @@ from runstore.manifest import (
     path_order,
 )
 from runstore.records import ArtifactRegistration
+from runstore.store.publication.inventory import (
+    Inventory,
+    InventoryFile,
+    Stamp,
+    is_executable,
+    scan,
+    stamp,
+    walk,
+)
 from runstore.tree_hash import TreeHasher
 from runstore.validation import check_digest
 

@@ -11,7 +11,7 @@ from typing import Final
 
 RUN_STORE_SCHEMA_VERSION: Final = 1
 RUN_STORE_SCHEMA_SQL: Final = (
-    resources.files("runstore.schema").joinpath("v1.sql").read_text(encoding="utf-8")
+    resources.files("runstore.store.schema").joinpath("v1.sql").read_text(encoding="utf-8")
 )
 
 

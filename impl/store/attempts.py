@@ -6,7 +6,7 @@ rules (edges, ranges, retry authorization, payloads) are the value layer's, shar
 the model; the check sequence and its SQL are written here on purpose, mirroring
 :mod:`runstore.model.attempts` check for check (the lockstep tests hold the two together).
 ``advance`` may enter finalizing without contending; begin_finalization (the success
-contender's way in) and the terminal states are :mod:`runstore.finalization`'s.
+contender's way in) and the terminal states are :mod:`runstore.store.finalization`'s.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from runstore.errors import (
     StaleRevisionError,
     UnknownSlotError,
 )
-from runstore.events import append_history
-from runstore.guard import AttemptRecord, check_guard
 from runstore.identity import run_attempt_id
-from runstore.leases import insert_lease, lease_exists
 from runstore.receipts import CommittedEvent, OwnedAttempt
 from runstore.requests import Censored, Failed, LeaseRequest, RetryAuthorization, TerminalOutcome
+from runstore.store.events import append_history
+from runstore.store.guard import AttemptRecord, check_guard
+from runstore.store.leases import insert_lease, lease_exists
 
 
 def slot_satisfied(connection: sqlite3.Connection, slot_id: str) -> bool:

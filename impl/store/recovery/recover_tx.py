@@ -4,7 +4,7 @@ that import an outcome, move an attempt to finalizing, commit an interrupted fai
 release abandoned staging leases and register independent orphans.
 
 Rules of this file: each function runs inside the caller's transaction and never commits;
-the filesystem side is :mod:`runstore.recovery_disk`. The decisions are written twice on
+the filesystem side is :mod:`runstore.store.recovery.disk`. The decisions are written twice on
 purpose: here over SQL, and in :mod:`runstore.model.recovery` over the model's state; the
 lockstep tests hold the two together. Every time is the pass's one clock sample ``t``,
 clamped per attempt to its preceding transition (``effective``).
@@ -17,23 +17,30 @@ import sqlite3
 from collections.abc import Sequence
 
 import attrs
-from runstore import outcome_document, payloads, recovery_report, rules, sql
-from runstore.artifacts import artifact_exists, insert_artifact
-from runstore.attempts import transition
+from runstore import payloads, recovery_report, rules, sql
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.errors import SnapshotChangedError
-from runstore.finalization import (
-    acceptance_refusal,
-    check_final_artifact,
-    finalizing_decision,
-    finish,
-)
-from runstore.guard import AttemptRecord, LeaseRecord, claim_lease, load_attempt, reservation_lease
 from runstore.outcome_json import OutcomeClaim
 from runstore.receipts import CommittedEvent, TerminalAttempt
 from runstore.records import ArtifactRegistration
 from runstore.requests import Accepted, Failed, Superseded, interrupted_claims
 from runstore.shapes import LEASED_ROOT_ROLE
+from runstore.store.artifacts import artifact_exists, insert_artifact
+from runstore.store.attempts import transition
+from runstore.store.finalization import (
+    acceptance_refusal,
+    check_final_artifact,
+    finalizing_decision,
+    finish,
+)
+from runstore.store.guard import (
+    AttemptRecord,
+    LeaseRecord,
+    claim_lease,
+    load_attempt,
+    reservation_lease,
+)
+from runstore.store.publication import outcome_document
 
 _TERMINAL = tuple(sorted(state.value for state in TERMINAL_STATES))
 

@@ -6,8 +6,8 @@ attempt), recoverable attempts in id order (import of exactly one passing outcom
 interrupted failure published through a private stage), the stages (judged after the
 attempts' commits), then independent orphans. Each database step is its own short
 ``BEGIN IMMEDIATE`` transaction through the store's ``write``; none is open while objects
-are verified, synced or renamed. Filesystem steps live in :mod:`runstore.recovery_disk`,
-database steps in :mod:`runstore.recovery_tx`.
+are verified, synced or renamed. Filesystem steps live in :mod:`runstore.store.recovery.disk`,
+database steps in :mod:`runstore.store.recovery.recover_tx`.
 """
 
 from __future__ import annotations
@@ -17,26 +17,20 @@ from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 import attrs
-from runstore import (
-    canonical,
-    objects,
-    publication,
-    recovery_disk,
-    recovery_report,
-    recovery_tx,
-    staging,
-)
+from runstore import canonical, recovery_report
 from runstore.canonical import JSON
 from runstore.enums import TERMINAL_STATES, ArtifactKind, AttemptState
 from runstore.errors import ArtifactCorruptError, InvalidRecordError, RunStoreError
-from runstore.guard import AttemptRecord, load_attempt
 from runstore.outcome_json import OutcomeClaim, read_outcome
-from runstore.publication import Clock, Write
 from runstore.receipts import CommittedEvent, TerminalAttempt
 from runstore.records import ArtifactRegistration
 from runstore.recovery_report import RecoveryReport, RejectedArtifact
 from runstore.requests import interrupted_claims, interrupted_outcome
 from runstore.shapes import references_refusal
+from runstore.store.guard import AttemptRecord, load_attempt
+from runstore.store.publication import objects, publish, staging
+from runstore.store.publication.publish import Clock, Write
+from runstore.store.recovery import disk, recover_tx
 
 R = TypeVar("R")
 _ADDRESS_PREFIX = f"{staging.ARTIFACTS_DIR}/"
@@ -88,12 +82,12 @@ def recover(root: str, write: Write, clock: Clock) -> RecoveryReport:
     if not callable(clock):
         raise InvalidRecordError("clock must be callable")
     with staging.RecoveryLock(root, exclusive=True, timeout=0.0):
-        work = _Pass(root=root, write=write, t_ns=publication.sample(clock))
-        listing = recovery_disk.list_artifacts(root)
+        work = _Pass(root=root, write=write, t_ns=publish.sample(clock))
+        listing = disk.list_artifacts(root)
         stages = _probe_stages(work, listing.stages)
         try:
-            registered = work.write(lambda c: (recovery_tx.registered_names(c), ()))
-            unregistered = recovery_disk.addresses(listing.names - registered)
+            registered = work.write(lambda c: (recover_tx.registered_names(c), ()))
+            unregistered = disk.addresses(listing.names - registered)
             attempts = [name for name, kind in unregistered if kind is ArtifactKind.ATTEMPT]
             _attempts(work, attempts)
             _settle_stages(work, stages)
@@ -113,19 +107,19 @@ class _Stages:
     """What the stage probe found: each stage's lock, and the staging leases that matter
     (those naming a stage, and every unreleased one)."""
 
-    locks: dict[str, recovery_disk.StageLock]
-    leases: tuple[recovery_tx.StageLease, ...]
+    locks: dict[str, disk.StageLock]
+    leases: tuple[recover_tx.StageLease, ...]
 
 
 def _probe_stages(work: _Pass, names: Sequence[str]) -> _Stages:
     """Try every stage's lock without waiting; a held stage is busy and defers the
     attempt its lease names. The locks taken stay held until :func:`_release`."""
     paths = [_ADDRESS_PREFIX + name for name in names]
-    named, unreleased = work.write(lambda c: (recovery_tx.stage_leases(c, paths, work.t_ns), ()))
-    locks: dict[str, recovery_disk.StageLock] = {}
+    named, unreleased = work.write(lambda c: (recover_tx.stage_leases(c, paths, work.t_ns), ()))
+    locks: dict[str, disk.StageLock] = {}
     try:
         for name, path in zip(names, paths, strict=True):
-            locks[name] = recovery_disk.StageLock(f"{work.root}/{path}")
+            locks[name] = disk.StageLock(f"{work.root}/{path}")
             if locks[name].held_elsewhere:
                 work.busy.append(path)
                 if path in named:
@@ -148,7 +142,7 @@ def _settle_stages(work: _Pass, stages: _Stages) -> None:
     leases whose stage is gone, in one transaction."""
     free = [name for name, lock in stages.locks.items() if not lock.held_elsewhere]
     paths = {name: _ADDRESS_PREFIX + name for name in free}
-    current = work.write(lambda c: (recovery_tx.reread(c, stages.leases, work.t_ns), ()))
+    current = work.write(lambda c: (recover_tx.reread(c, stages.leases, work.t_ns), ()))
     named = {lease.staging_path: lease for lease in current}
     open_leases = [lease for lease in current if not lease.released]
     for name in free:
@@ -156,19 +150,19 @@ def _settle_stages(work: _Pass, stages: _Stages) -> None:
         if lease is not None and lease.attempt_id in work.deferred:
             continue
         abandoned = lease is None or lease.released or not lease.live
-        if abandoned and recovery_disk.quarantine(work.root, name):
+        if abandoned and disk.quarantine(work.root, name):
             work.quarantined.append(paths[name])
     releasable = [
         lease.id
         for lease in open_leases
         if not lease.live
         and lease.attempt_id not in work.deferred
-        and not recovery_disk.stage_exists(work.root, lease.staging_path)
+        and not disk.stage_exists(work.root, lease.staging_path)
     ]
     if releasable:
 
         def release(connection: sqlite3.Connection) -> tuple[None, tuple[()]]:
-            recovery_tx.release_stage_leases(connection, releasable, work.t_ns)
+            recover_tx.release_stage_leases(connection, releasable, work.t_ns)
             return None, ()
 
         work.write(release)
@@ -180,9 +174,9 @@ def _settle_stages(work: _Pass, stages: _Stages) -> None:
 def _recoverable(work: _Pass) -> list[tuple[AttemptRecord, str]]:
     def find(connection: sqlite3.Connection) -> list[tuple[AttemptRecord, str]]:
         found = []
-        for attempt in recovery_tx.nonterminal_attempts(connection):
-            cause = recovery_tx.cause_at(
-                connection, attempt, recovery_tx.effective(attempt, work.t_ns)
+        for attempt in recover_tx.nonterminal_attempts(connection):
+            cause = recover_tx.cause_at(
+                connection, attempt, recover_tx.effective(attempt, work.t_ns)
             )
             if cause is not None and attempt.id not in work.deferred:
                 found.append((attempt, cause))
@@ -198,7 +192,7 @@ def _read_candidates(work: _Pass, names: Sequence[str]) -> list[_Candidate]:
     for name in names:
         path = _ADDRESS_PREFIX + name
         try:
-            item = recovery_disk.read_object(work.root, name, sync=False)
+            item = disk.read_object(work.root, name, sync=False)
         except ArtifactCorruptError as exc:
             work.reject(path, recovery_report.CORRUPT, exc.message)
             continue
@@ -222,7 +216,7 @@ def _attempts(work: _Pass, names: Sequence[str]) -> None:
     recoverable = _recoverable(work)
     candidates = _read_candidates(work, names)
     states: dict[str, str] = work.write(
-        lambda c: (recovery_tx.attempt_states(c, [x.claim.attempt_id for x in candidates]), ())
+        lambda c: (recover_tx.attempt_states(c, [x.claim.attempt_id for x in candidates]), ())
     )
     wanted = {attempt.id for attempt, _ in recoverable}
     by_attempt: dict[str, list[_Candidate]] = {}
@@ -272,7 +266,7 @@ def _passes(work: _Pass, attempt: AttemptRecord, candidate: _Candidate) -> bool:
     def check(connection: sqlite3.Connection) -> tuple[str, str] | None:
         current = load_attempt(connection, attempt.id)
         assert current is not None
-        return recovery_tx.evaluate(connection, current, candidate.claim, candidate.data)
+        return recover_tx.evaluate(connection, current, candidate.claim, candidate.data)
 
     failed = work.write(lambda c: (check(c), ()))
     if failed is not None:
@@ -316,18 +310,18 @@ def _verifies(work: _Pass, entry: dict[str, JSON]) -> bool:
     path, content, manifest = entry["path"], entry["content_sha256"], entry["manifest_sha256"]
     assert isinstance(path, str) and isinstance(content, str) and isinstance(manifest, str)
     if path not in work.verified:
-        work.verified[path] = recovery_disk.verifies(work.root, path, content, manifest)
+        work.verified[path] = disk.verifies(work.root, path, content, manifest)
     return work.verified[path]
 
 
 def _import(work: _Pass, attempt: AttemptRecord, candidate: _Candidate) -> None:
     """Sync the one passing object and its parent, then commit it (rechecked)."""
-    found = recovery_disk.read_object(work.root, candidate.name, sync=True)
-    recovery_disk.sync_artifacts(work.root)
+    found = disk.read_object(work.root, candidate.name, sync=True)
+    disk.sync_artifacts(work.root)
     artifact = objects.registration(ArtifactKind.ATTEMPT, found.completed, work.t_ns)
     terminal = work.write(
         lambda c: _events(
-            recovery_tx.import_outcome(
+            recover_tx.import_outcome(
                 c,
                 attempt.id,
                 attempt.revision,
@@ -349,7 +343,7 @@ def _fail(work: _Pass, attempt: AttemptRecord, cause: str) -> None:
     revision = attempt.revision
     if attempt.state is not AttemptState.FINALIZING:
         moved = work.write(
-            lambda c: _events(recovery_tx.move_to_finalizing(c, attempt.id, revision, work.t_ns))
+            lambda c: _events(recover_tx.move_to_finalizing(c, attempt.id, revision, work.t_ns))
         )
         if moved is None:
             return
@@ -358,21 +352,19 @@ def _fail(work: _Pass, attempt: AttemptRecord, cause: str) -> None:
     def document(connection: sqlite3.Connection) -> bytes:
         current = load_attempt(connection, attempt.id)
         assert current is not None
-        return recovery_tx.failure_document(connection, current, outcome, work.t_ns)[0]
+        return recover_tx.failure_document(connection, current, outcome, work.t_ns)[0]
 
     data: bytes = work.write(lambda c: (document(c), ()))
     stage = staging.create_stage(work.root)
     try:
         inventory = objects.scan(stage.object_path, reserved=())
-        completed = objects.complete(
-            stage.object_path, inventory, {recovery_disk.OUTCOME_NAME: data}
-        )
+        completed = objects.complete(stage.object_path, inventory, {disk.OUTCOME_NAME: data})
         address = objects.address(ArtifactKind.ATTEMPT, completed.tree_sha256)[1]
-        publication.place(work.root, stage, completed, address)
+        publish.place(work.root, stage, completed, address)
         artifact = objects.registration(ArtifactKind.ATTEMPT, completed, work.t_ns)
         terminal = work.write(
             lambda c: _events(
-                recovery_tx.commit_failure(
+                recover_tx.commit_failure(
                     c, attempt.id, revision, outcome, data, artifact, work.t_ns
                 )
             )
@@ -404,12 +396,12 @@ def _orphans(work: _Pass, names: Sequence[tuple[str, ArtifactKind]]) -> None:
     verified = []
     for name, kind in names:
         try:
-            found = recovery_disk.read_object(work.root, name, sync=True)
+            found = disk.read_object(work.root, name, sync=True)
         except ArtifactCorruptError as exc:
             work.reject(_ADDRESS_PREFIX + name, recovery_report.CORRUPT, exc.message)
             continue
         verified.append(objects.registration(kind, found.completed, work.t_ns))
     if not verified:
         return
-    recovery_disk.sync_artifacts(work.root)
-    work.imported.extend(work.write(lambda c: (recovery_tx.register_orphans(c, verified), ())))
+    disk.sync_artifacts(work.root)
+    work.imported.extend(work.write(lambda c: (recover_tx.register_orphans(c, verified), ())))

@@ -4,7 +4,8 @@ refusing every entry the publisher refuses.
 Rules of this file: filesystem reads only (``os.scandir``/``os.lstat``, never following a
 link, never opening a file), no writes, no database. Names are checked with
 :func:`runstore.manifest.check_entry_name`; the inventory is sorted in manifest order (the
-UTF-8 bytes of each path). :mod:`runstore.objects` completes and verifies what this scans.
+UTF-8 bytes of each path). :mod:`runstore.store.publication.objects` completes and verifies what
+this scans.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ artifact from its stage, checking a finalization before its outcome is written, 
 final transaction of ``publish_finalization``.
 
 Rules of this file: each function runs inside the caller's write (or read) transaction and
-never commits; the filesystem side is :mod:`runstore.publication`. The check sequences are
-written twice on purpose: here over SQL, and in :mod:`runstore.model.publication` over the
+never commits; the filesystem side is :mod:`runstore.store.publication.publish`. The check sequences
+are written twice on purpose: here over SQL, and in :mod:`runstore.model.publication` over the
 model's state, in the same order with the same codes; the lockstep tests hold the two
 together.
 """
@@ -14,8 +14,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from runstore import outcome_document, rules, sql
-from runstore.artifacts import artifact_conflicts, artifact_exists, insert_artifact
+from runstore import rules, sql
 from runstore.canonical import JSON
 from runstore.enums import ArtifactKind, LeasePurpose
 from runstore.errors import (
@@ -26,13 +25,15 @@ from runstore.errors import (
     SnapshotChangedError,
     UnknownArtifactError,
 )
-from runstore.finalization import check_commit, check_finishing, finish
-from runstore.guard import check_guard
-from runstore.leases import insert_lease, lease_exists
 from runstore.receipts import CommittedEvent, OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
 from runstore.requests import TerminalOutcome
 from runstore.shapes import references_refusal
+from runstore.store.artifacts import artifact_conflicts, artifact_exists, insert_artifact
+from runstore.store.finalization import check_commit, check_finishing, finish
+from runstore.store.guard import check_guard
+from runstore.store.leases import insert_lease, lease_exists
+from runstore.store.publication import outcome_document
 from runstore.validation import check_store_path
 
 
@@ -160,7 +161,7 @@ def publish_finalization_commit(
     """The final transaction of ``publish_finalization`` (the model's
     ``publish_finalization_commit``): ``commit_finalization``'s checks, then the stage's lease,
     then snapshot_changed when the document's ``snapshot`` no longer describes the
-    records; commits as :func:`runstore.finalization.finish` (releasing the stage's lease
+    records; commits as :func:`runstore.store.finalization.finish` (releasing the stage's lease
     with the attempt's others)."""
     attempt, finished, now = check_commit(
         connection, guard, outcome, artifact, references, finished_at_ns, now_ns
