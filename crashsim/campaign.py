@@ -14,7 +14,7 @@ integrity, model states, recovery and continuation, :mod:`runstore.crashsim.veri
 * ``image`` (the default, :mod:`runstore.crashsim.images`): one child runs the scenario
   once, stopping at each chosen boundary while the parent copies the store root; each copy
   is what process death at that boundary leaves, byte for byte (the kill method's copy;
-  ``conformance/test_crash_images.py`` compares the two at every point), and each distinct
+  ``conformance/crash/test_methods.py`` compares the two at every point), and each distinct
   copy is checked once per set of acceptable states.
 
 Either way a changed execution path is a ``mismatch``: reported, never counted as a tested

@@ -8,7 +8,7 @@ bytes under the store root at the instant it reaches ``k`` (the page cache inclu
 campaigns simulate process death, not power loss). Here one child runs the scenario under
 the tracer and stops at each chosen boundary; the parent, which holds no connection and so
 cannot disturb SQLite's locks, reads the whole tree (names, kinds, modes, bytes) and lets
-the child go on. ``conformance/test_crash_images.py`` checks, point by point, that the
+the child go on. ``conformance/crash/test_methods.py`` checks, point by point, that the
 photograph equals what the kill method's grandchild leaves.
 
 Rules of this file:

@@ -104,7 +104,7 @@ _C_ENCODER = json.JSONEncoder(
 only exact :data:`JSON` types, safe integers, string keys and no lone surrogates: keys
 sorted by code point, no whitespace, raw UTF-8, and the same escapes as
 :func:`escape_string` (``\\"``, ``\\\\``, the short forms, lowercase ``\\u00xx``).
-``conformance/test_canonical.py`` compares it with :func:`encode` on generated values."""
+``conformance/values/test_canonical.py`` compares it with :func:`encode` on generated values."""
 
 
 def encode_built(value: JSON) -> bytes:

@@ -3,7 +3,7 @@
 Rules of this file: this is the one place where the legal attempt edges are written down.
 The model's operations, the writer, the schema triggers' tests and SPEC.md's generated table
 all read them from here; the schema's triggers are a third, independent encoding of the same
-table (``conformance/test_schema_attempts.py`` checks them against it). Value layer: imports
+table (``conformance/schema/test_attempts.py`` checks them against it). Value layer: imports
 only :mod:`runstore.enums`. The predicates carry PEP 316 contracts that
 ``crosshair check runstore.edges`` verifies.
 """

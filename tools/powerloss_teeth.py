@@ -11,8 +11,8 @@ The mutations (each replaces one text that must occur exactly once in its file):
 * ``root-sync-after-database``: the store root is not synced after the database is created
   (``impl/store/run_store.py``).
 
-For each, the scratch tree is ``<tmp>/runstore`` (``impl/`` with ``model/`` and
-``crashsim/`` inside, as the package maps them), and the campaign runs in a subprocess with
+For each, the scratch tree is ``<tmp>/runstore`` (the package as it is installed,
+``tools/package_map.py``), and the power-loss check runs in a subprocess with
 ``PYTHONPATH=<tmp>``: ``python -m runstore.crashsim --faults powerloss --scenario NAME``.
 A mutation is caught when the campaign exits with status 1, its output names a ``lost
 acknowledged result`` and holds a ``SHRUNK`` report. The real sources are only read.
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from package_map import copy_package, installed_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,12 +84,9 @@ MUTATIONS = (
 def scratch_package(base: Path, mutation: Mutation | None) -> Path:
     """``base/runstore`` laid out like the installed package, with ``mutation`` applied;
     raises ValueError when its text does not occur exactly once."""
-    package = base / "runstore"
-    shutil.copytree(ROOT / "impl", package, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("model", "crashsim"):
-        shutil.copytree(ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_package(ROOT, base)
     if mutation is not None:
-        target = package / Path(mutation.path).relative_to("impl")
+        target = base / installed_path(ROOT, mutation.path)
         text = target.read_text(encoding="utf-8")
         if text.count(mutation.old) != 1:
             raise ValueError(
@@ -98,8 +96,8 @@ def scratch_package(base: Path, mutation: Mutation | None) -> Path:
     return base
 
 
-def run_campaign(pythonpath: Path, scenario: str) -> tuple[int, str]:
-    """Run the power-loss campaign of ``scenario`` on the package under ``pythonpath``."""
+def run_powerloss(pythonpath: Path, scenario: str) -> tuple[int, str]:
+    """Run the power-loss check of ``scenario`` on the package under ``pythonpath``."""
     check = "import runstore, sys; sys.exit(0 if runstore.__file__.startswith(sys.argv[1]) else 1)"
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
     if subprocess.run([sys.executable, "-c", check, str(pythonpath)], env=env).returncode:
@@ -137,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"STALE {mutation.name}: {error}", flush=True)
                 missed += 1
                 continue
-            status, output = run_campaign(Path(base), mutation.scenario)
+            status, output = run_powerloss(Path(base), mutation.scenario)
         verdict = "caught" if caught(status, output) else "MISSED"
         missed += verdict == "MISSED"
         seconds = time.monotonic() - started

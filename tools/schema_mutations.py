@@ -1,7 +1,7 @@
 """Mutation check of schema v1 against its in-memory conformance tests.
 
-The project promises that every constraint in ``impl/store/schema/v1.sql`` is pinned by a test in
-``conformance/test_schema_*.py``: remove or weaken the constraint and a test fails. This
+The project promises that every constraint in ``impl/store/schema/v1.sql`` is pinned by a
+test in ``conformance/schema/``: remove or weaken the constraint and a test fails. This
 tool keeps that promise reproducible. The mutations are data: ``tools/schema_mutations.toml``
 holds the table of named, surgical edits of v1.sql (each replaces one ``old`` text, which
 must occur exactly once, by ``new``; the file's header describes its format), and this
@@ -9,9 +9,10 @@ module is only the driver, which loads and checks the table (:data:`MUTATIONS`; 
 file raises :class:`TableError`) and runs it. For every mutation it builds a throwaway tree
 in a temporary directory::
 
-    <tmp>/impl/store/schema/v1.sql          the mutated schema
-    <tmp>/conformance/schema_rows.py, conftest.py  copied (rows read ../impl/store/schema/v1.sql)
-    <tmp>/conformance/test_schema_*.py  copied (all but test_schema_mutations.py)
+    <tmp>/impl/store/schema/v1.sql      the mutated schema
+    <tmp>/conformance/{__init__,conftest}.py, schema/{__init__,conftest,rows}.py
+                                        copied (rows.py reads ../../impl/store/schema/v1.sql)
+    <tmp>/conformance/schema/test_*.py  copied
 
 and runs pytest on it in a subprocess, isolated from the repository's configuration
 (``-c /dev/null``, ``--rootdir <tmp>``, ``-o addopts=``, no cache). A mutation is killed
@@ -30,46 +31,49 @@ exactly once or the mutant no longer builds, ``ERROR`` when pytest itself broke)
 ``mutations=N killed=K survived=S stale=T seconds=X``. Exit status 1 if anything survived,
 went stale or errored, 2 if the baseline run fails.
 
-``conformance/test_schema_mutations.py`` checks the table itself (fast: no mutant runs).
+``conformance/meta/test_schema_mutations.py`` checks the table itself (fast: no mutant runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mutation_table
+
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = Path(__file__).resolve().with_name("schema_mutations.toml")
 SCHEMA = Path("impl") / "store" / "schema" / "v1.sql"
 CONFORMANCE = Path("conformance")
-# The schema tests' row builders and their shared fixtures (conftest.py).
-HELPERS = ("schema_rows.py", "conftest.py", "cli_world.py")
-TEST_GLOB = "test_schema_*.py"
-# This table's own checks match the glob but are not schema tests (and would fail on any
-# mutant, killing it for the wrong reason).
-NOT_SCHEMA_TESTS = frozenset({"test_schema_mutations.py"})
+# The schema group's row builders, its fixtures and the packages above them, relative to
+# conformance/.
+HELPERS = (
+    "__init__.py",
+    "conftest.py",
+    "schema/__init__.py",
+    "schema/conftest.py",
+    "schema/rows.py",
+)
+TESTS = Path("schema")
 JOBS = 2
 TIMEOUT_SECONDS = 600
 
-# The table file's layout: top-level keys, the keys of [families] and of each [[mutation]].
-TABLE_KEYS = ("families", "mutation")
-FAMILIES_KEYS = ("required", "extra")
+# The table file's layout: the keys of each [[mutation]].
 MUTATION_KEYS = ("name", "family", "old", "new")
-# Mutation and family names (pytest ids, --only arguments).
-IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
+LAYOUT = mutation_table.Layout("mutation", MUTATION_KEYS)
+TableError = mutation_table.TableError
+Table = mutation_table.Table
 
 
 @dataclass(frozen=True)
@@ -83,83 +87,18 @@ class Mutation:
         return schema.replace(self.old, self.new, 1)
 
 
-@dataclass(frozen=True)
-class Table:
-    required_families: tuple[str, ...]  # the families the schema promises to guard
-    families: tuple[str, ...]  # required_families, then the extra ones
-    mutations: tuple[Mutation, ...]
+def _mutation(_where: str, fields: dict[str, str]) -> Mutation:
+    return Mutation(**fields)
 
 
-class TableError(ValueError):
-    """The mutation table file is malformed."""
-
-
-def _exact_keys(where: str, value: object, keys: Sequence[str]) -> dict[str, Any]:
-    """``value`` as a TOML table holding exactly ``keys``, else :class:`TableError`."""
-    if not isinstance(value, dict):
-        raise TableError(f"{where}: expected a table, found {type(value).__name__}")
-    problems = []
-    if missing := [key for key in keys if key not in value]:
-        problems.append(f"missing key(s) {', '.join(missing)}")
-    if unknown := sorted(set(value) - set(keys)):
-        problems.append(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(keys)})")
-    if problems:
-        raise TableError(f"{where}: {'; '.join(problems)}")
-    return value
-
-
-def _identifiers(where: str, value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(
-        isinstance(item, str) and IDENTIFIER.fullmatch(item) for item in value
-    ):
-        raise TableError(f"{where}: expected a list of snake_case names, found {value!r}")
-    return tuple(value)
-
-
-def parse_table(data: dict[str, Any], source: str = "<table>") -> Table:
+def parse_table(data: dict[str, Any], source: str = "<table>") -> Table[Mutation]:
     """Check the parsed table file ``data`` (named ``source`` in errors) and build it."""
-    data = _exact_keys(source, data, TABLE_KEYS)
-    families = _exact_keys(f"{source}: [families]", data["families"], FAMILIES_KEYS)
-    required = _identifiers(f"{source}: [families] required", families["required"])
-    extra = _identifiers(f"{source}: [families] extra", families["extra"])
-    known = (*required, *extra)
-    if not required:
-        raise TableError(f"{source}: [families] required is empty")
-    if twice := sorted({family for family in known if known.count(family) > 1}):
-        raise TableError(f"{source}: [families] lists {', '.join(twice)} more than once")
-    entries = data["mutation"]
-    if not isinstance(entries, list) or not entries:
-        raise TableError(f"{source}: expected a non-empty array of tables [[mutation]]")
-    mutations: list[Mutation] = []
-    seen: dict[str, int] = {}
-    for number, entry in enumerate(entries, start=1):
-        where = f"{source}: [[mutation]] #{number}"
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            where = f"{where} ({entry['name']!r})"
-        fields = _exact_keys(where, entry, MUTATION_KEYS)
-        if wrong := [key for key in MUTATION_KEYS if not isinstance(fields[key], str)]:
-            raise TableError(f"{where}: {', '.join(wrong)} must be string(s)")
-        mutation = Mutation(**{key: fields[key] for key in MUTATION_KEYS})
-        if not IDENTIFIER.fullmatch(mutation.name):
-            raise TableError(f"{where}: the name must be snake_case")
-        if mutation.name in seen:
-            raise TableError(f"{where}: the name is taken by #{seen[mutation.name]}")
-        if mutation.family not in known:
-            raise TableError(f"{where}: unknown family {mutation.family!r} (see [families])")
-        if not mutation.old:
-            raise TableError(f"{where}: old is empty")
-        seen[mutation.name] = number
-        mutations.append(mutation)
-    return Table(required, known, tuple(mutations))
+    return mutation_table.parse_table(data, LAYOUT, _mutation, source)
 
 
-def load_table(path: Path = TABLE) -> Table:
+def load_table(path: Path = TABLE) -> Table[Mutation]:
     """Read and check the table file (:class:`TableError` if it is malformed)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise TableError(f"{path}: not a valid TOML file: {error}") from error
-    return parse_table(data, str(path))
+    return mutation_table.load_table(path, LAYOUT, _mutation)
 
 
 _TABLE = load_table()
@@ -167,7 +106,7 @@ _TABLE = load_table()
 # are further families the table also covers.
 REQUIRED_FAMILIES: tuple[str, ...] = _TABLE.required_families
 FAMILIES: tuple[str, ...] = _TABLE.families
-MUTATIONS: tuple[Mutation, ...] = _TABLE.mutations
+MUTATIONS: tuple[Mutation, ...] = _TABLE.entries
 
 
 # --- running -----------------------------------------------------------------------------
@@ -181,9 +120,7 @@ class Outcome:
 
 def schema_tests(root: Path = ROOT) -> list[Path]:
     """The schema test modules a mutant is judged by (sorted, as pytest orders them)."""
-    return sorted(
-        path for path in (root / CONFORMANCE).glob(TEST_GLOB) if path.name not in NOT_SCHEMA_TESTS
-    )
+    return sorted((root / CONFORMANCE / TESTS).glob("test_*.py"))
 
 
 def builds(schema: str) -> str | None:
@@ -215,16 +152,6 @@ def stale_reason(mutation: Mutation, schema: str) -> str | None:
     return None
 
 
-def first_failure(output: str) -> str | None:
-    """The first FAILED/ERROR test id in pytest's short summary (``-rfE``)."""
-    for line in output.splitlines():
-        for prefix in ("FAILED ", "ERROR "):
-            if line.startswith(prefix):
-                test = line[len(prefix) :].split(" - ", 1)[0].strip()
-                return test.removeprefix(f"{CONFORMANCE.as_posix()}/")
-    return None
-
-
 def run_tree(schema: str, tests: Sequence[Path], helpers: Sequence[Path]) -> tuple[int, str]:
     """Build a throwaway tree holding ``schema`` and copies of the tests; run pytest on it.
     Returns pytest's exit status and its combined output."""
@@ -233,9 +160,10 @@ def run_tree(schema: str, tests: Sequence[Path], helpers: Sequence[Path]) -> tup
         (root / SCHEMA).parent.mkdir(parents=True)
         (root / SCHEMA).write_text(schema, encoding="utf-8")
         conformance = root / CONFORMANCE
-        conformance.mkdir()
         for source in (*helpers, *tests):
-            shutil.copyfile(source, conformance / source.name)
+            copy = conformance / source.relative_to(ROOT / CONFORMANCE)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, copy)
         command = [
             sys.executable,
             "-m",
@@ -251,7 +179,7 @@ def run_tree(schema: str, tests: Sequence[Path], helpers: Sequence[Path]) -> tup
             "-o",
             "addopts=",
             "-rfE",
-            *(str(conformance / test.name) for test in tests),
+            *(str(conformance / test.relative_to(ROOT / CONFORMANCE)) for test in tests),
         ]
         env = {key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -271,14 +199,10 @@ def run_tree(schema: str, tests: Sequence[Path], helpers: Sequence[Path]) -> tup
 
 
 def judge(returncode: int, output: str) -> Outcome:
-    failed = first_failure(output)
-    if returncode == 0:
+    status, detail = mutation_table.verdict(returncode, output)
+    if status == "survived":
         return Outcome("SURVIVED", "every schema test passed")
-    # 1: tests failed; 2: interrupted (e.g. a collection error) after reporting a failure.
-    if returncode in (1, 2) and failed is not None:
-        return Outcome("killed", failed)
-    tail = " | ".join(output.strip().splitlines()[-3:])
-    return Outcome("ERROR", f"pytest exit status {returncode}: {tail}")
+    return Outcome("killed" if status == "killed" else "ERROR", detail)
 
 
 def run_mutant(job: tuple[str, Sequence[Path], Sequence[Path]]) -> Outcome:
@@ -287,20 +211,10 @@ def run_mutant(job: tuple[str, Sequence[Path], Sequence[Path]]) -> Outcome:
 
 
 def select(names: Sequence[str]) -> list[Mutation]:
-    if not names:
-        return list(MUTATIONS)
-    known = {mutation.name: mutation for mutation in MUTATIONS}
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise SystemExit(f"unknown mutation(s): {', '.join(unknown)}")
-    return [known[name] for name in names]
+    return mutation_table.select(MUTATIONS, names, "mutation")
 
 
-def say(line: str) -> None:
-    print(line, flush=True)
-
-
-def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) -> int:
+def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = mutation_table.say) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
     parser.add_argument("--list", action="store_true", help="print the table and exit")
@@ -319,7 +233,9 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) ->
 
     code, output = run_tree(schema, tests, helpers)
     if code != 0:
-        failed = first_failure(output) or " | ".join(output.strip().splitlines()[-3:])
+        failed = mutation_table.first_failure(output) or " | ".join(
+            output.strip().splitlines()[-3:]
+        )
         out(f"baseline FAILED (pytest exit status {code}) -> {failed}")
         return 2
 

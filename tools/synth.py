@@ -10,7 +10,7 @@ layer the writer calls, objects hold what ``objects.complete`` writes (manifest 
 computed in memory), and the steps and clock readings are ``runstore.runner.attempt``'s (SPEC.md 11,
 15.4) on a clock moving :data:`TICK_NS` per reading; tokens come from a seeded RNG. Slot
 ``i`` is candidate ``c<i // 100>`` on problem ``p<i % 100>``; every :data:`RETRY_EVERY`-th
-slot first has a ``Failed(worker_failed)`` attempt. ``conformance/test_synth.py`` compares
+slot first has a ``Failed(worker_failed)`` attempt. ``conformance/meta/test_synth.py`` compares
 a small one with what the real runner writes, byte for byte (tokens aside).
 """
 

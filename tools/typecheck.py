@@ -2,8 +2,8 @@
 
 mypy cannot follow setuptools' editable-install finder, and the package maps one import
 namespace onto several top-level folders, so this builds a throwaway tree of symbolic
-links (``.typecheck/runstore`` mirroring the package-dir mapping in pyproject.toml) and
-checks it with ``mypy -p runstore``.
+links (``.typecheck/runstore`` mirroring the package-dir map, read by
+``tools/package_map.py``) and checks it with ``mypy -p runstore``.
 """
 
 from __future__ import annotations
@@ -12,21 +12,19 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+from package_map import package_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
 TREE = ROOT / ".typecheck"
 
 
 def build_tree() -> None:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    mapping: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
     shutil.rmtree(TREE, ignore_errors=True)
-    # Longest package names last, so a subpackage mapped elsewhere replaces its parent's.
-    for package, folder in sorted(mapping.items(), key=lambda item: item[0].count(".")):
+    # Parents first, so a subpackage mapped elsewhere replaces its parent's links.
+    for package, source in package_dirs(ROOT):
         target = TREE.joinpath(*package.split("."))
-        source = ROOT / folder
         target.mkdir(parents=True, exist_ok=True)
         for path in sorted(source.rglob("*.py")):
             if "__pycache__" in path.parts:

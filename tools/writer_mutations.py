@@ -17,7 +17,7 @@ the unmutated baseline) it copies the snapshot, applies the mutant to the copy a
 copy's default suite (or, with ``--tests``, the modules matching the patterns) so::
 
     python -m pytest -x -q -p no:cacheprovider -c <copy>/pyproject.toml --rootdir <copy>
-        <copy>/conformance/test_*.py   (fast writer and rule tests first, see ORDER)
+        <copy>/conformance/*/test_*.py   (fast writer and rule tests first, see ORDER)
 
 with the copy's own pytest configuration (slow campaigns stay deselected). The editable
 install's finder (last on ``sys.meta_path``) maps ``runstore`` onto the real tree, so the
@@ -34,7 +34,7 @@ Usage, from the repository root::
     python tools/writer_mutations.py --list        # the table, nothing run
     python tools/writer_mutations.py --only NAME   # a subset (repeatable)
     python tools/writer_mutations.py --jobs 4      # four at a time
-    python tools/writer_mutations.py --only NAME --tests test_stateful.py --show
+    python tools/writer_mutations.py --only NAME --tests writer/test_stateful.py --show
 
 Output: one line per mutant (``killed NAME -> first failing test``, ``SURVIVED``,
 ``EQUIVALENT`` for a survivor the table marks equivalent, ``STALE`` when its ``old`` text is
@@ -43,7 +43,7 @@ not there exactly once or it does not compile, ``ERROR`` when pytest broke), the
 equivalent counts as ``mismarked``. Exit status 1 if anything survived, went stale, errored
 or was mismarked; 2 if the isolation check or the baseline fails.
 
-``conformance/test_writer_mutations.py`` checks the table itself (fast: no mutant runs).
+``conformance/meta/test_writer_mutations.py`` checks the table itself (fast: no mutant runs).
 """
 
 from __future__ import annotations
@@ -60,12 +60,14 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import mutation_table
+from package_map import package_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = Path(__file__).resolve().with_name("writer_mutations.toml")
@@ -74,22 +76,20 @@ TREE: tuple[str, ...] = ("impl", "model", "crashsim", "conformance", "vectors", 
 TREE += ("SPEC.md", "README.md", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", ".hypothesis", ".pytest_cache", ".typecheck")
 CONFORMANCE = Path("conformance")
-ORDER = ("test_rules*.py", "test_writer_*.py", "test_lockstep.py", "test_model_*.py")
-ORDER += ("test_vectors.py", "test_records.py", "test_canonical.py", "test_stateful.py")
-ORDER += ("test_crashsim.py",)
-"""Test modules that run first, in this order (fast and close to the writer, so a mutant
-dies early); every other ``test_*.py`` follows in name order."""
-NOT_JUDGES = frozenset({"test_writer_mutations.py"})
+ORDER = ("values/test_rules*.py", "writer/test_*.py", "meta/test_lockstep.py", "model/test_*.py")
+ORDER += ("vectors/test_vectors.py", "values/test_records.py", "values/test_canonical.py")
+ORDER += ("writer/test_stateful.py", "crash/test_crashes.py")
+"""Test modules (paths under conformance/) that run first, in this order (fast and close to
+the writer, so a mutant dies early); a module named exactly takes its own place before any
+pattern's; every other ``test_*.py`` follows in path order."""
+NOT_JUDGES = frozenset({"meta/test_writer_mutations.py"})
 # This table's own checks read impl/ and would fail on every mutant (its old text is gone),
 # killing it for the wrong reason.
 JOBS = 2
 TIMEOUT_SECONDS = 900
 
-TABLE_KEYS = ("families", "mutant")
-FAMILIES_KEYS = ("required", "extra")
 MUTANT_KEYS = ("name", "family", "file", "old", "new")
 OPTIONAL_KEYS = ("equivalent",)
-IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 SOURCE_FILE = re.compile(r"impl/[a-z0-9_/]+\.py")
 
 
@@ -106,93 +106,36 @@ class Mutant:
         return source.replace(self.old, self.new, 1)
 
 
-@dataclass(frozen=True)
-class Table:
-    required_families: tuple[str, ...]  # each must have a mutant
-    families: tuple[str, ...]  # required_families, then the extra ones
-    mutants: tuple[Mutant, ...]
+TableError = mutation_table.TableError
+LAYOUT = mutation_table.Layout("mutant", MUTANT_KEYS, OPTIONAL_KEYS)
+Table = mutation_table.Table
 
 
-class TableError(ValueError):
-    """The mutant table file is malformed."""
+def _mutant(where: str, fields: dict[str, str]) -> Mutant:
+    """A checked entry of the table as a :class:`Mutant` (the shared loader checked its
+    keys, name, family and ``old``)."""
+    mutant = Mutant(**fields)
+    if not SOURCE_FILE.fullmatch(mutant.file):
+        raise TableError(f"{where}: file must be a .py path under impl/")
+    if mutant.equivalent is not None and not mutant.equivalent.strip():
+        raise TableError(f"{where}: equivalent must give the reason")
+    return mutant
 
 
-def _keys(where: str, value: object, keys: Sequence[str], optional: Sequence[str] = ()) -> Any:
-    """``value`` as a TOML table holding ``keys`` (and maybe ``optional``), else TableError."""
-    if not isinstance(value, dict):
-        raise TableError(f"{where}: expected a table, found {type(value).__name__}")
-    problems = []
-    if missing := [key for key in keys if key not in value]:
-        problems.append(f"missing key(s) {', '.join(missing)}")
-    if unknown := sorted(set(value) - {*keys, *optional}):
-        known = ", ".join((*keys, *optional))
-        problems.append(f"unknown key(s) {', '.join(unknown)} (known: {known})")
-    if problems:
-        raise TableError(f"{where}: {'; '.join(problems)}")
-    return value
-
-
-def _identifiers(where: str, value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(
-        isinstance(item, str) and IDENTIFIER.fullmatch(item) for item in value
-    ):
-        raise TableError(f"{where}: expected a list of snake_case names, found {value!r}")
-    return tuple(value)
-
-
-def parse_table(data: dict[str, Any], source: str = "<table>") -> Table:
+def parse_table(data: dict[str, Any], source: str = "<table>") -> Table[Mutant]:
     """Check the parsed table file ``data`` (named ``source`` in errors) and build it."""
-    data = _keys(source, data, TABLE_KEYS)
-    families = _keys(f"{source}: [families]", data["families"], FAMILIES_KEYS)
-    required = _identifiers(f"{source}: [families] required", families["required"])
-    known = (*required, *_identifiers(f"{source}: [families] extra", families["extra"]))
-    if not required:
-        raise TableError(f"{source}: [families] required is empty")
-    if twice := sorted({family for family in known if known.count(family) > 1}):
-        raise TableError(f"{source}: [families] lists {', '.join(twice)} more than once")
-    entries = data["mutant"]
-    if not isinstance(entries, list) or not entries:
-        raise TableError(f"{source}: expected a non-empty array of tables [[mutant]]")
-    mutants: list[Mutant] = []
-    seen: dict[str, int] = {}
-    for number, entry in enumerate(entries, start=1):
-        where = f"{source}: [[mutant]] #{number}"
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            where = f"{where} ({entry['name']!r})"
-        fields = _keys(where, entry, MUTANT_KEYS, OPTIONAL_KEYS)
-        if wrong := [key for key in fields if not isinstance(fields[key], str)]:
-            raise TableError(f"{where}: {', '.join(wrong)} must be string(s)")
-        mutant = Mutant(**fields)
-        if not IDENTIFIER.fullmatch(mutant.name):
-            raise TableError(f"{where}: the name must be snake_case")
-        if mutant.name in seen:
-            raise TableError(f"{where}: the name is taken by #{seen[mutant.name]}")
-        if mutant.family not in known:
-            raise TableError(f"{where}: unknown family {mutant.family!r} (see [families])")
-        if not SOURCE_FILE.fullmatch(mutant.file):
-            raise TableError(f"{where}: file must be a .py path under impl/")
-        if not mutant.old:
-            raise TableError(f"{where}: old is empty")
-        if mutant.equivalent is not None and not mutant.equivalent.strip():
-            raise TableError(f"{where}: equivalent must give the reason")
-        seen[mutant.name] = number
-        mutants.append(mutant)
-    return Table(required, known, tuple(mutants))
+    return mutation_table.parse_table(data, LAYOUT, _mutant, source)
 
 
-def load_table(path: Path = TABLE) -> Table:
+def load_table(path: Path = TABLE) -> Table[Mutant]:
     """Read and check the table file (:class:`TableError` if it is malformed)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise TableError(f"{path}: not a valid TOML file: {error}") from error
-    return parse_table(data, str(path))
+    return mutation_table.load_table(path, LAYOUT, _mutant)
 
 
 _TABLE = load_table()
 REQUIRED_FAMILIES: tuple[str, ...] = _TABLE.required_families
 FAMILIES: tuple[str, ...] = _TABLE.families
-MUTANTS: tuple[Mutant, ...] = _TABLE.mutants
+MUTANTS: tuple[Mutant, ...] = _TABLE.entries
 
 
 # --- the throwaway trees -----------------------------------------------------------------
@@ -214,17 +157,15 @@ def build_shim(tree: Path, shim: Path) -> Path:
     pyproject.toml resolves into ``tree``: the top-level package is a real directory of
     links to its folder's entries, and each subpackage mapped elsewhere a link to its
     folder. Returns ``shim``."""
-    config = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
-    mapping: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
-    for package, folder in sorted(mapping.items(), key=lambda item: item[0].count(".")):
+    for package, folder in package_dirs(tree):
         target = shim.joinpath(*package.split("."))
         if "." in package:  # a subpackage mapped onto its own folder
             if target.is_symlink() or target.exists():
                 target.unlink()  # a top-level entry of the same name (none today)
-            target.symlink_to(tree / folder, target_is_directory=True)
+            target.symlink_to(folder, target_is_directory=True)
             continue
         target.mkdir(parents=True)
-        for entry in sorted((tree / folder).iterdir()):
+        for entry in sorted(folder.iterdir()):
             if entry.name != "__pycache__":
                 (target / entry.name).symlink_to(entry)
     return shim
@@ -290,18 +231,28 @@ def _python(
 
 def judged_tests(tree: Path, only: Sequence[str] = ()) -> list[Path]:
     """The test modules a mutant is judged by, in the order they run (:data:`ORDER`);
-    with ``only`` (file name patterns), just the modules matching one of them."""
+    with ``only`` (patterns of paths under conformance/, or of file names), just the modules
+    matching one of them."""
+    base = tree / CONFORMANCE
+
+    def relative(path: Path) -> str:
+        return path.relative_to(base).as_posix()
+
+    def chosen(path: Path) -> bool:
+        names = (relative(path), path.name)
+        return not only or any(fnmatch.fnmatch(n, pattern) for n in names for pattern in only)
+
+    def rank(path: Path) -> int:
+        name = relative(path)
+        if name in ORDER:
+            return ORDER.index(name)
+        return next((i for i, p in enumerate(ORDER) if fnmatch.fnmatch(name, p)), len(ORDER))
+
     tests = sorted(
-        path
-        for path in (tree / CONFORMANCE).glob("test_*.py")
-        if path.name not in NOT_JUDGES
-        and (not only or any(fnmatch.fnmatch(path.name, pattern) for pattern in only))
+        (p for p in base.glob("*/test_*.py") if relative(p) not in NOT_JUDGES and chosen(p)),
+        key=relative,
     )
-    rank = [
-        next((i for i, pattern in enumerate(ORDER) if fnmatch.fnmatch(p.name, pattern)), len(ORDER))
-        for p in tests
-    ]
-    return [path for _, path in sorted(zip(rank, tests, strict=True), key=lambda x: x[0])]
+    return sorted(tests, key=rank)
 
 
 @dataclass(frozen=True)
@@ -325,16 +276,6 @@ def stale_reason(mutant: Mutant, tree: Path) -> str | None:
         compile(mutant.apply(source), mutant.file, "exec")
     except SyntaxError as error:
         return f"the mutant does not compile: {error}"
-    return None
-
-
-def first_failure(output: str) -> str | None:
-    """The first FAILED/ERROR test id in pytest's short summary (``-rfE``)."""
-    for line in output.splitlines():
-        for prefix in ("FAILED ", "ERROR "):
-            if line.startswith(prefix):
-                test = line[len(prefix) :].split(" - ", 1)[0].strip()
-                return test.removeprefix(f"{CONFORMANCE.as_posix()}/")
     return None
 
 
@@ -396,19 +337,14 @@ def run_tree(base: Path, mutant: Mutant | None, only: Sequence[str] = ()) -> tup
 
 
 def judge(mutant: Mutant, returncode: int, output: str) -> Outcome:
-    failed = first_failure(output)
-    if returncode == 0:
+    status, detail = mutation_table.verdict(returncode, output)
+    if status == "survived":
         if mutant.equivalent is not None:
             return Outcome("EQUIVALENT", mutant.equivalent)
         return Outcome("SURVIVED", "every test of the default suite passed")
-    # 1: tests failed; 2: interrupted (e.g. a collection error) after reporting a failure.
-    if returncode == -1 or (returncode in (1, 2) and failed is not None):
-        detail = output if returncode == -1 else str(failed)
-        if mutant.equivalent is not None:
-            return Outcome("killed", f"{detail} (marked equivalent: drop the mark)", True)
-        return Outcome("killed", detail)
-    tail = " | ".join(output.strip().splitlines()[-3:])
-    return Outcome("ERROR", f"pytest exit status {returncode}: {tail}")
+    if status == "killed" and mutant.equivalent is not None:
+        return Outcome("killed", f"{detail} (marked equivalent: drop the mark)", True)
+    return Outcome("killed" if status == "killed" else "ERROR", detail)
 
 
 def report(
@@ -424,19 +360,10 @@ def report(
 
 
 def select(names: Sequence[str]) -> list[Mutant]:
-    if not names:
-        return list(MUTANTS)
-    known = {mutant.name: mutant for mutant in MUTANTS}
-    if unknown := [name for name in names if name not in known]:
-        raise SystemExit(f"unknown mutant(s): {', '.join(unknown)}")
-    return [known[name] for name in names]
+    return mutation_table.select(MUTANTS, names, "mutant")
 
 
-def say(line: str) -> None:
-    print(line, flush=True)
-
-
-def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) -> int:
+def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = mutation_table.say) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
     parser.add_argument("--list", action="store_true", help="print the table and exit")
@@ -460,7 +387,7 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = say) ->
             return 2
         code, output = run_tree(base, None, args.tests)
         if code != 0:
-            failed = first_failure(output) or " | ".join(output.strip().splitlines()[-3:])
+            _, failed = mutation_table.verdict(code, output)
             out(f"baseline FAILED (pytest exit status {code}) -> {failed}")
             return 2
         stale = {m.name: why for m in mutants if (why := stale_reason(m, base)) is not None}

@@ -4,7 +4,7 @@ scenarios, and anyone writing tests against a store.
 Rules of this file: values only (no I/O, no store, no clock, no randomness). It imports
 only the value layer (records, requests, enums, canonical, identity), never the store, SQL
 or filesystem modules, so ``import runstore.testing`` stays as light as the model
-(``conformance/test_layers.py`` holds it to that). Every factory is a pure function of its
+(``conformance/meta/test_layers.py`` holds it to that). Every factory is a pure function of its
 arguments, so the same arguments give equal records with equal ids, and the records it
 returns already agree with each other the way registration requires (same run, same
 candidate, an applicable decision, slot ownership).

@@ -10,11 +10,11 @@
 
 Each module holds its cases as data and a ``build()`` returning its file's text; the bytes
 come from the library. ``tools/regen`` writes (or, with ``--check``, checks) them together
-with the other generated files, and ``conformance/test_vectors.py`` checks both that the
+with the other generated files, and ``conformance/vectors/test_vectors.py`` checks both that the
 committed files are what ``build()`` produces and, independently, that every vector holds
 (``content.json``, ``outcomes.json`` and ``recovery.json``:
-``conformance/test_vectors_content.py``, ``conformance/test_vectors_outcomes.py`` and
-``conformance/test_vectors_recovery.py``).
+``conformance/vectors/test_content.py``, ``conformance/vectors/test_outcomes.py`` and
+``conformance/vectors/test_recovery.py``).
 
 Rules of this package: no file I/O (``tools/regen`` owns the files); ``events``,
 ``outcomes`` and ``recovery`` open stores, each on temporary roots of its own.

@@ -28,7 +28,7 @@ from runstore.identity import ATTEMPT, identity_input, run_attempt_id, typed_ide
 
 from . import FORMAT_VERSION, GENERATOR, refusal_code, render
 
-# The first record of each type is the fixed record conformance/test_records.py pins.
+# The first record of each type is the fixed record conformance/values/test_records.py pins.
 DECISION = ApplicabilityDecision(
     candidate_id="candidate-a",
     problem_id="problem-1",

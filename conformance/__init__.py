@@ -1,0 +1,1 @@
+"""The conformance suite (see README.md here)."""

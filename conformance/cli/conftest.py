@@ -1,0 +1,23 @@
+"""The CLI group's world: the installed ``runstore`` console script
+(:func:`conformance.cli.world.runstore`) and the demo campaign run once per session."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conformance.cli.world import runstore
+
+
+@pytest.fixture(scope="session")
+def demo_store(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """examples/codecs run to completion by the installed ``runstore`` (the README's first
+    command, minus the install): the store and the finished run. Tests only read it."""
+    store = tmp_path_factory.mktemp("demo") / "demo-store"
+    campaign = Path(__file__).resolve().parents[2] / "examples" / "codecs" / "campaign.toml"
+    done = runstore("run", str(campaign), "--store", str(store), "--init", timeout=300)
+    return store, done

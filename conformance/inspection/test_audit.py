@@ -1,0 +1,173 @@
+"""The audit (SPEC.md section 16.2): a store the writer built replays through the model to
+the same projection, and a row edited outside the writer is caught at the first event
+whose replay it contradicts.
+
+The stores come from :mod:`corrupt_world` (a campaign with a retried failure, a stream
+after its warm-up, and attempts left open under a claim and a reservation); edits drop
+and re-create the triggers around them, as someone editing the file by hand would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+from runstore import RunStore
+from runstore.audit import AuditReport, Divergence, audit
+from runstore.audit.replay import DIVERGENCE_CODES
+from runstore.inspection.snapshot import Snapshot
+from runstore.records import ApplicabilityDecision
+
+from conformance.inspection.corrupt_world import build_store, copy_store, edited, rows
+
+SECOND = 10**9
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("audit") / "store"
+    root.mkdir()
+    build_store(root)
+    return root
+
+
+@pytest.fixture
+def copy(built: Path, tmp_path: Path) -> Iterator[Path]:
+    yield copy_store(built, tmp_path / "copy")
+
+
+def audited(root: Path) -> AuditReport:
+    with Snapshot.take(root) as snapshot:
+        return audit(snapshot)
+
+
+def diverges(root: Path, code: str) -> Divergence:
+    report = audited(root)
+    assert report.divergence is not None, "the audit found nothing"
+    assert report.divergence.code == code, report.divergence
+    assert report.divergence.code in DIVERGENCE_CODES
+    return report.divergence
+
+
+def test_a_store_the_writer_built_replays_to_the_same_projection(built: Path) -> None:
+    report = audited(built)
+    assert report.ok, report.divergence
+    (events,) = rows(built, "SELECT count(*) FROM events")[0]
+    (attempts,) = rows(built, "SELECT count(*) FROM attempts")[0]
+    assert (report.events, report.attempts) == (events, attempts)
+    assert events > 50
+    document = report.to_json()
+    assert document["ok"] is True and document["divergence"] is None
+    json.dumps(document)
+
+
+def test_a_store_after_recovery_replays_too(copy: Path) -> None:
+    # Both open attempts' leases expire; recovery imports nothing for the claimed one
+    # (no outcome) and commits interrupted failures, with their own failure objects.
+    with RunStore.open(str(copy)) as store:
+        report = store.recover(lambda: 1_700_000_000 * SECOND + 2 * 10**6 * SECOND)
+    assert len(report.terminals) == 2
+    assert audited(copy).ok
+
+
+def test_an_edited_failure_code_is_caught_at_the_attempts_last_event(copy: Path) -> None:
+    ((attempt_id,),) = rows(copy, "SELECT id FROM attempts WHERE failure_code = 'worker_failed'")
+    with edited(copy) as connection:
+        connection.execute("UPDATE attempts SET failure_code = 'oom' WHERE id = ?", (attempt_id,))
+    divergence = diverges(copy, "attempt_differs")
+    assert divergence.attempt_id == attempt_id and "'oom'" in divergence.message
+    # Reported at the stored sequence of that attempt's last event (not a renumbered one).
+    ((last,),) = rows(copy, "SELECT max(sequence) FROM events WHERE attempt_id = ?", (attempt_id,))
+    assert divergence.sequence == last
+
+
+def test_a_second_acceptance_written_by_hand_is_refused_by_the_model(copy: Path) -> None:
+    # The failed first attempt of the retried slot is made accepted in its event: it
+    # entered finalizing without the claim, so the replayed commit is refused.
+    ((sequence,),) = rows(
+        copy,
+        "SELECT e.sequence FROM attempts a JOIN events e ON e.attempt_id = a.id "
+        "WHERE a.failure_code = 'worker_failed' AND e.kind = 'attempt_finished'",
+    )
+    with edited(copy) as connection:
+        connection.execute(
+            "UPDATE events SET payload_json = json_object('from', 'finalizing', "
+            "'revision', json_extract(payload_json, '$.revision'), 'to', 'accepted') "
+            "WHERE sequence = ?",
+            (sequence,),
+        )
+    divergence = diverges(copy, "event_refused")
+    assert "claim_required" in divergence.message and divergence.sequence == sequence
+
+
+def test_a_deleted_event_leaves_a_gap_the_replay_reports(copy: Path) -> None:
+    ((sequence,),) = rows(
+        copy, "SELECT min(sequence) FROM events WHERE kind = 'observation_registered'"
+    )
+    with edited(copy) as connection:
+        connection.execute("DELETE FROM events WHERE sequence = ?", (sequence,))
+    divergence = diverges(copy, "event_differs")
+    assert f"{sequence} is missing" in divergence.message and divergence.sequence == sequence
+
+
+def test_a_lease_shortened_before_an_event_makes_that_event_refused(copy: Path) -> None:
+    ((attempt_id, reserved_at),) = rows(
+        copy,
+        "SELECT id, started_at_ns FROM attempts WHERE state = 'accepted' "
+        "ORDER BY started_at_ns LIMIT 1",
+    )
+    with edited(copy) as connection:
+        connection.execute(
+            "UPDATE leases SET expires_at_ns = ? WHERE attempt_id = ? AND purpose = 'reservation'",
+            (int(str(reserved_at)) + 1, attempt_id),
+        )
+    assert "lease_expired" in diverges(copy, "event_refused").message
+
+
+def test_an_edited_selection_time_is_caught(copy: Path) -> None:
+    ((slot_id,),) = rows(
+        copy,
+        "SELECT slot_id FROM selected_observations s JOIN observation_slots o ON o.id = s.slot_id "
+        "WHERE o.checkpoint_index IS NULL LIMIT 1",
+    )
+    with edited(copy) as connection:
+        connection.execute(
+            "UPDATE selected_observations SET selected_at_ns = selected_at_ns + 1 "
+            "WHERE slot_id = ?",
+            (slot_id,),
+        )
+    assert "table selections" in diverges(copy, "projection_differs").message
+
+
+def test_a_decision_registered_without_a_slot_is_not_a_writer_history(copy: Path) -> None:
+    with edited(copy) as connection:
+        record = connection.execute(
+            "SELECT record_json FROM applicability_decisions LIMIT 1"
+        ).fetchone()[0]
+        original = ApplicabilityDecision.from_json(json.loads(record))
+        decision = attrs.evolve(original, problem_id="demo/elsewhere")
+        connection.execute(
+            "INSERT INTO applicability_decisions (id, candidate_id, problem_id, applicable, "
+            "record_json) VALUES (?, ?, ?, ?, ?)",
+            (
+                decision.id,
+                decision.candidate_id,
+                decision.problem_id,
+                int(decision.applicable),
+                decision.to_bytes().decode(),
+            ),
+        )
+    message = diverges(copy, "registration_refused").message
+    assert "belongs to no registered attempt slot" in message
+
+
+def test_an_unreadable_record_is_reported_not_skipped(copy: Path) -> None:
+    with edited(copy) as connection:
+        connection.execute(
+            "UPDATE observations SET record_json = '{\"id\": 1}' WHERE rowid = "
+            "(SELECT min(rowid) FROM observations)"
+        )
+    diverges(copy, "unreadable")

@@ -1,0 +1,211 @@
+"""The writer mutant table (tools/writer_mutations.toml) is current and complete.
+
+Fast checks of the table only: no mutant's suite is run here (``python
+tools/writer_mutations.py``, the driver, does that). The table file parses and holds only the
+known keys; the driver refuses a malformed one. Each mutant must still apply to exactly one
+place in its file under impl/, change it, and leave a module that compiles; names are
+unique; every family is used; and at least 40 mutants are expected to be killed (not marked
+equivalent). The driver's import override is checked too: a subprocess run as the mutants'
+are imports the package from the copy, and a broken copy fails.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import writer_mutations as TOOL
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE_PATH = ROOT / "tools" / "writer_mutations.toml"
+# The table file's layout, listed here independently of the driver.
+MUTANT_KEYS = {"name", "family", "file", "old", "new"}
+OPTIONAL_KEYS = {"equivalent"}
+
+# Listed here independently of the tool, so dropping a family from the table fails a test.
+PROMISED_FAMILIES = {
+    "guard_checks",
+    "check_order",
+    "clock_clamping",
+    "optimistic_concurrency",
+    "lease_arithmetic",
+    "retry_authorization",
+    "registration",
+    "artifacts",
+    "events",
+}
+# The writer and the model share these modules, so lockstep cannot see a mutant in them.
+SHARED_MODULES = {"impl/rules.py", "impl/edges.py", "impl/payloads.py", "impl/shapes.py"}
+
+
+MUTANTS = TOOL.MUTANTS
+NAMES = [mutant.name for mutant in MUTANTS]
+
+
+def source(mutant: Any) -> str:
+    return (ROOT / mutant.file).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=NAMES)
+def test_old_text_occurs_exactly_once(mutant: Any) -> None:
+    assert source(mutant).count(mutant.old) == 1
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=NAMES)
+def test_the_mutant_changes_its_file_and_still_compiles(mutant: Any) -> None:
+    mutated = mutant.apply(source(mutant))
+    assert mutant.old != mutant.new
+    assert mutated != source(mutant)
+    compile(mutated, mutant.file, "exec")
+    assert TOOL.stale_reason(mutant, ROOT) is None
+
+
+def test_names_are_unique() -> None:
+    assert len(NAMES) == len(set(NAMES))
+
+
+def test_every_family_is_used_and_enough_mutants_must_die() -> None:
+    families = {mutant.family for mutant in MUTANTS}
+    assert set(TOOL.REQUIRED_FAMILIES) == PROMISED_FAMILIES
+    assert families == set(TOOL.FAMILIES)
+    assert len(MUTANTS) >= 45
+    assert sum(mutant.equivalent is None for mutant in MUTANTS) >= 40
+    assert {mutant.file for mutant in MUTANTS} >= SHARED_MODULES
+
+
+def test_equivalent_mutants_say_why() -> None:
+    reasons = {m.name: m.equivalent for m in MUTANTS if m.equivalent is not None}
+    assert all(len(reason.split()) >= 5 for reason in reasons.values()), reasons
+
+
+def test_the_table_file_parses_and_holds_only_the_known_keys() -> None:
+    data = tomllib.loads(TABLE_PATH.read_text(encoding="utf-8"))
+    assert set(data) == {"families", "mutant"}
+    assert set(data["families"]) == {"required", "extra"}
+    assert tuple(data["families"]["required"]) == TOOL.REQUIRED_FAMILIES
+    assert (*data["families"]["required"], *data["families"]["extra"]) == TOOL.FAMILIES
+    entries = data["mutant"]
+    assert isinstance(entries, list)
+    for entry in entries:
+        assert MUTANT_KEYS <= set(entry) <= MUTANT_KEYS | OPTIONAL_KEYS, entry.get("name")
+        assert all(isinstance(value, str) for value in entry.values()), entry["name"]
+    # The driver's table is the file's, entry by entry and in the file's order.
+    keys = ("name", "family", "file", "old", "new")
+    assert [(*(e[k] for k in keys), e.get("equivalent")) for e in entries] == [
+        (m.name, m.family, m.file, m.old, m.new, m.equivalent) for m in MUTANTS
+    ]
+    assert TOOL.TABLE == TABLE_PATH
+
+
+def test_the_suite_runs_writer_tests_first_and_never_this_file() -> None:
+    base = ROOT / "conformance"
+    chosen = [path.relative_to(base).as_posix() for path in TOOL.judged_tests(ROOT)]
+    assert "meta/test_writer_mutations.py" not in chosen
+    assert chosen[0] == "values/test_rules.py"
+    assert chosen.index("writer/test_guards.py") < chosen.index("writer/test_stateful.py")
+    assert chosen.index("writer/test_stateful.py") < chosen.index("schema/test_attempts.py")
+    everything = {p.relative_to(base).as_posix() for p in base.glob("*/test_*.py")}
+    assert set(chosen) == everything - {"meta/test_writer_mutations.py"}
+    only = TOOL.judged_tests(ROOT, ["writer/test_stateful.py", "test_rules.py"])
+    assert [p.relative_to(base).as_posix() for p in only] == [
+        "values/test_rules.py",
+        "writer/test_stateful.py",
+    ]
+
+
+def test_the_snapshot_holds_what_the_suite_reads(tmp_path: Path) -> None:
+    tree = TOOL.snapshot(ROOT, tmp_path / "tree")
+    names = {path.name for path in tree.iterdir()}
+    assert {"impl", "model", "crashsim", "conformance", "vectors", "tools"} <= names
+    assert {"SPEC.md", "pyproject.toml"} <= names
+    assert not {".git", ".venv"} & names
+    assert not list(tree.rglob("__pycache__"))
+    assert (tree / "impl" / "rules.py").read_bytes() == (ROOT / "impl" / "rules.py").read_bytes()
+
+
+def test_a_subprocess_imports_the_copy_and_a_broken_copy_fails(tmp_path: Path) -> None:
+    tree = TOOL.snapshot(ROOT, tmp_path / "tree")
+    assert TOOL.isolation_problem(tree, tmp_path / "probe") is None
+    shim = tmp_path / "probe" / "shim"
+    assert (shim / "runstore" / "rules.py").resolve() == (tree / "impl" / "rules.py").resolve()
+    assert (shim / "runstore" / "model").resolve() == (tree / "model").resolve()
+
+
+def test_the_isolation_check_notices_an_override_that_does_not_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = TOOL.snapshot(ROOT, tmp_path / "tree")
+
+    def no_shim(_: Path, shim: Path) -> Path:  # the editable install's finder wins
+        shim.mkdir(parents=True)
+        return shim
+
+    monkeypatch.setattr(TOOL, "build_shim", no_shim)
+    problem = TOOL.isolation_problem(tree, tmp_path / "probe")
+    assert problem is not None and problem.startswith("imported from outside the copy")
+    assert str(ROOT / "impl") in problem
+
+
+@pytest.mark.parametrize(
+    ("returncode", "output", "equivalent", "status"),
+    [
+        pytest.param(0, "", None, "SURVIVED", id="survived"),
+        pytest.param(0, "", "same behaviour", "EQUIVALENT", id="equivalent"),
+        pytest.param(
+            1, "FAILED conformance/values/test_rules.py::t - x", None, "killed", id="killed"
+        ),
+        pytest.param(-1, "timed out after 900 s", None, "killed", id="timeout"),
+        pytest.param(4, "usage error", None, "ERROR", id="error"),
+    ],
+)
+def test_the_verdicts(returncode: int, output: str, equivalent: str | None, status: str) -> None:
+    mutant = TOOL.Mutant("m", "events", "impl/store/events.py", "a", "b", equivalent)
+    outcome = TOOL.judge(mutant, returncode, output)
+    assert outcome.status == status
+    if status == "killed":
+        assert outcome.detail in ("values/test_rules.py::t", "timed out after 900 s")
+
+
+def test_a_killed_equivalent_mutant_is_mismarked() -> None:
+    mutant = TOOL.Mutant("m", "events", "impl/store/events.py", "a", "b", "claimed equivalent")
+    outcome = TOOL.judge(mutant, 1, "FAILED conformance/values/test_rules.py::t - x")
+    assert outcome.mismarked and "drop the mark" in outcome.detail
+
+
+VALID_TABLE = """\
+[families]
+required = ["events"]
+extra = ["edges"]
+
+[[mutant]]
+name = "no_claim"
+family = "events"
+file = "impl/payloads.py"
+old = '''payload["claim"] = claim'''
+new = "pass"
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "complaint"),
+    [
+        pytest.param('"impl/payloads.py"', '"model/state.py"', "under impl/", id="file"),
+        pytest.param('new = "pass"', 'new = "pass"\nequivalent = " "', "the reason", id="why"),
+    ],
+)
+def test_a_mutant_names_a_file_under_impl_and_an_equivalent_one_says_why(
+    tmp_path: Path, old: str, new: str, complaint: str
+) -> None:
+    """The writer driver's own checks; the shared ones are test_mutation_tables.py's."""
+    path = tmp_path / "table.toml"
+    path.write_text(VALID_TABLE, encoding="utf-8")
+    table = TOOL.load_table(path)
+    assert [(m.name, m.file, m.equivalent) for m in table.entries] == [
+        ("no_claim", "impl/payloads.py", None)
+    ]
+    path.write_text(VALID_TABLE.replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(TOOL.TableError, match=re.escape(complaint)):
+        TOOL.load_table(path)

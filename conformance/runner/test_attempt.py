@@ -1,0 +1,149 @@
+"""One attempt's store calls (runstore.runner.attempt) and the verdict on a worker's bytes
+(runstore.runner.worker_result), from SPEC.md section 15.3 and 15.4."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from runstore import RunStore
+from runstore.requests import FirstAttempt, Next
+from runstore.runner import attempt
+from runstore.runner.coordinator import register
+from runstore.runner.executor import WorkStatus
+from runstore.runner.worker_result import Failure, Success, decimal, judge, parse_metrics
+
+from conformance.runner.world import SECOND, Clock, campaign, input_file, result, succeeded
+
+
+def test_a_losing_contender_publishes_superseded_and_keeps_its_observation(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    with RunStore.open(str(tmp_path)) as store:
+        plans, _ = register(store, campaign(candidates=("a",), problems=("p",)))
+        first = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, clock)
+        second = attempt.start(store, plans[0], Next(retry=True), 30 * SECOND, clock)
+        assert isinstance(first, attempt.Started) and isinstance(second, attempt.Started)
+        won = attempt.finish(store, first, succeeded({"x": 1}), 30 * SECOND, clock)
+        lost = attempt.finish(store, second, succeeded({"x": 2}), 30 * SECOND, clock)
+    assert (won.terminal.state.value, lost.terminal.state.value) == ("accepted", "superseded")
+    assert lost.metrics == {}
+    connection = sqlite3.connect(f"file:{tmp_path}/run.sqlite3?mode=ro", uri=True)
+    try:
+        observations = connection.execute(
+            "SELECT o.attempt_id, s.observation_id IS NOT NULL FROM observations AS o "
+            "LEFT JOIN selected_observations AS s ON s.observation_id = o.id "
+            "ORDER BY o.attempt_id = ?",
+            (first.guard.attempt_id,),
+        ).fetchall()
+    finally:
+        connection.close()
+    assert observations == [(second.guard.attempt_id, 0), (first.guard.attempt_id, 1)]
+
+
+def test_an_input_file_that_changed_fails_the_attempt_before_it_runs(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    file = input_file(data, "input.bin", b"registered bytes")
+    clock = Clock()
+    with RunStore.open(str(tmp_path)) as store:
+        plans, _ = register(store, campaign(candidates=("a",), problems=("p",), files=(file,)))
+        (data / "input.bin").write_bytes(b"changed bytes")
+        finished = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, clock)
+    assert isinstance(finished, attempt.Finished)
+    assert finished.failure is not None and finished.failure.code == "input_changed"
+    assert finished.failure.details["file"] == "input.bin"
+
+
+def test_the_worker_gets_the_input_bytes_it_was_registered_with(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    file = input_file(data, "input.bin", b"registered bytes")
+    with RunStore.open(str(tmp_path)) as store:
+        plans, _ = register(store, campaign(candidates=("a",), problems=("p",), files=(file,)))
+        started = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, Clock())
+    assert isinstance(started, attempt.Started)
+    assert started.order.inputs == (("input.bin", b"registered bytes"),)
+    assert started.guard.state.value == "executing"
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [
+        (0, "0"),
+        (-7, "-7"),
+        (2**53 - 1, "9007199254740991"),
+        (0.1, "0.1"),
+        (1e-07, "1e-07"),
+        (2.5, "2.5"),
+        (-0.0, "-0.0"),
+        (1e300, "1e+300"),
+    ],
+)
+def test_metric_values_become_decimal_strings(number: object, text: str) -> None:
+    assert decimal("m", number) == text
+
+
+@pytest.mark.parametrize("number", [2**53, -(2**53), float("nan"), float("inf"), True, "1", None])
+def test_metric_values_that_are_not_safe_numbers_are_refused(number: object) -> None:
+    with pytest.raises(ValueError, match="'m'"):
+        decimal("m", number)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        b"\xff",
+        b"[]",
+        b"{}",
+        b'{"metrics": []}',
+        b'{"metrics": {"a": 1, "a": 2}}',
+        b'{"metrics": {"a": Infinity}}',
+        b'{"metrics": {"": 1}}',
+        b'{"metrics": {"a\\u0001": 1}}',
+        b'{"metrics": {"a": 1e400}}',
+    ],
+)
+def test_result_documents_that_are_not_acceptable_are_refused(document: bytes) -> None:
+    with pytest.raises(ValueError):
+        parse_metrics(document)
+    verdict = judge(result(WorkStatus.EXITED, 0, outputs=(("result.json", document),)), 1)
+    assert isinstance(verdict, Failure) and verdict.code == "result_invalid"
+
+
+@given(
+    st.dictionaries(
+        st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs")), min_size=1),
+        st.one_of(
+            st.integers(-(2**53) + 1, 2**53 - 1), st.floats(allow_nan=False, allow_infinity=False)
+        ),
+    )
+)
+def test_metrics_read_back_as_the_numbers_the_worker_wrote(metrics: dict[str, object]) -> None:
+    verdict = judge(succeeded(metrics), 1)
+    assert isinstance(verdict, Success)
+    kept = verdict.produced[0].result["metrics"]
+    assert isinstance(kept, dict) and kept.keys() == metrics.keys()
+    for name, value in metrics.items():
+        text = kept[name]
+        assert isinstance(text, str)
+        assert (int(text) if type(value) is int else float(text)) == value
+
+
+def test_a_hostile_output_name_is_a_failure_not_an_error() -> None:
+    outputs = (("result.json", json.dumps({"metrics": {}}).encode()), ("a/../b", b""))
+    verdict = judge(result(WorkStatus.EXITED, 0, outputs=outputs), 1)
+    assert isinstance(verdict, Failure) and verdict.code == "unsafe_output"
+    surrogate = (("bad\udcff", b""),)
+    verdict = judge(result(WorkStatus.EXITED, 0, outputs=surrogate), 1)
+    assert isinstance(verdict, Failure) and verdict.code == "unsafe_output"
+    files = attempt.attempt_files(
+        result(WorkStatus.EXITED, 1, outputs=surrogate), include_outputs=True
+    )
+    assert [name for name, _ in files] == ["stderr.log", "stdout.log", "worker.json"]
+    assert b"outputs_omitted" in files[2][1]

@@ -1,0 +1,180 @@
+"""Reading the plain-JSON forms the vector files share (``vectors/README.md``), as an
+independent implementation would: leases, retry authorizations, terminal outcomes, writer
+operations (replayed on any writer) and the documents of their results. Used by
+``test_vectors.py`` (events), ``test_vectors_outcomes.py`` and
+``test_vectors_recovery.py`` (which adds the ``recover`` operation and its report);
+independent of the generator's own encoders in ``tools/vectorgen``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+from runstore import (
+    Accepted,
+    ApplicabilityDecision,
+    ArtifactRegistration,
+    AttemptSlot,
+    AttemptState,
+    Censored,
+    ClaimDisposition,
+    Failed,
+    FirstAttempt,
+    LeaseRequest,
+    Next,
+    Observation,
+    ObservationReceipt,
+    ObservationSlot,
+    OwnedAttempt,
+    RecoveryReport,
+    ResolvedRun,
+    Retry,
+    RetryAuthorization,
+    Superseded,
+    TerminalAttempt,
+    TerminalOutcome,
+)
+from runstore.canonical import ns_from_json, ns_to_json
+from runstore.testing.lockstep import Writer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def generator(name: str) -> Any:
+    """The generator module ``tools/vectorgen/<name>.py`` (``tools/`` is on the tests'
+    path: pyproject's ``pythonpath``)."""
+    return importlib.import_module(f"vectorgen.{name}")
+
+
+def read_vector_file(name: str) -> dict[str, Any]:
+    """``vectors/<name>`` decoded, after checking it is ASCII (as every vector file is)."""
+    data = (ROOT / "vectors" / name).read_bytes()
+    data.decode("ascii")
+    document = json.loads(data)
+    assert isinstance(document, dict)
+    return document
+
+
+def lease_of(document: dict[str, Any]) -> LeaseRequest:
+    return LeaseRequest(
+        lease_id=document["lease_id"],
+        owner_token=document["owner_token"],
+        expires_at_ns=ns_from_json(document["expires_at_ns"]),
+    )
+
+
+def authorization_of(document: dict[str, Any]) -> RetryAuthorization:
+    if document["kind"] == "first_attempt":
+        return FirstAttempt()
+    if document["kind"] == "next":
+        return Next(retry=document["retry"])
+    assert document["kind"] == "retry"
+    return Retry(next_index=document["next_index"], max_index=document["max_index"])
+
+
+def outcome_of(document: dict[str, Any]) -> TerminalOutcome:
+    state = document["state"]
+    if state == "failed":
+        return Failed(code=document["code"], details=document["details"])
+    if state == "censored":
+        return Censored(reason=document["reason"])
+    if state == "superseded":
+        return Superseded()
+    assert state == "accepted"
+    return Accepted()
+
+
+def pairs(references: list[list[str]]) -> list[tuple[str, str]]:
+    return [(role, artifact_id) for role, artifact_id in references]
+
+
+def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
+    """Apply one operation; a guarded one's ``attempt_id`` names the latest guard."""
+    name, a = operation["operation"], operation["arguments"]
+    if name == "register_slots":
+        return writer.register_slots(
+            ApplicabilityDecision.from_json(a["candidate"]),
+            ResolvedRun.from_json(a["run"]),
+            AttemptSlot.from_json(a["attempt_slot"]),
+            [ObservationSlot.from_json(slot) for slot in a["observation_slots"]],
+        )
+    if name == "register_one_shot":
+        return writer.register_one_shot(
+            ApplicabilityDecision.from_json(a["candidate"]),
+            ResolvedRun.from_json(a["run"]),
+            AttemptSlot.from_json(a["attempt_slot"]),
+            ObservationSlot.from_json(a["observation_slot"]),
+        )
+    if name == "recover":
+        reading = ns_from_json(a["clock"])  # the pass samples its clock exactly once
+        return writer.recover(lambda: reading)
+    now_ns = ns_from_json(a["now_ns"])
+    if name == "reserve":
+        authorization = authorization_of(a["authorization"])
+        return writer.reserve(a["slot_id"], authorization, lease_of(a["lease"]), now_ns)
+    guard = guards[a["attempt_id"]]
+    if name == "advance":
+        return writer.advance(guard, AttemptState(a["phase"]), now_ns)
+    if name == "begin_finalization":
+        return writer.begin_finalization(guard, lease_of(a["lease"]), now_ns)
+    if name == "register_observation":
+        return writer.register_observation(
+            guard,
+            Observation.from_json(a["observation"]),
+            ArtifactRegistration.from_json(a["artifact"]),
+            pairs(a["references"]),
+            a["select"],
+            now_ns,
+        )
+    assert name == "commit_finalization"
+    return writer.commit_finalization(
+        guard,
+        outcome_of(a["outcome"]),
+        ArtifactRegistration.from_json(a["artifact"]),
+        pairs(a["references"]),
+        ns_from_json(a["finished_at_ns"]),
+        now_ns,
+    )
+
+
+def result_document(result: object) -> dict[str, Any]:
+    if isinstance(result, RecoveryReport):
+        return {
+            "terminals": [result_document(terminal) for terminal in result.terminals],
+            "imported_artifacts": [artifact.to_json() for artifact in result.imported_artifacts],
+            "quarantined_stages": list(result.quarantined_stages),
+            "busy_stages": list(result.busy_stages),
+            "rejected_artifacts": [[r.path, r.code] for r in result.rejected_artifacts],
+        }
+    if isinstance(result, str):
+        return {"slot_id": result}
+    if isinstance(result, ClaimDisposition):
+        return {**result_document(result.attempt), "claimed": result.claimed}
+    if isinstance(result, ObservationReceipt):
+        return {
+            **result_document(result.attempt),
+            "observation_id": result.observation_id,
+            "selected": result.selected,
+            "selection": result.selection,
+            "event_sequence": result.event_sequence,
+        }
+    if isinstance(result, OwnedAttempt):
+        return {
+            "attempt_id": result.attempt_id,
+            "retry_index": result.retry_index,
+            "state": result.state.value,
+            "revision": result.revision,
+            "claimed": result.claim_lease_id is not None,
+        }
+    assert isinstance(result, TerminalAttempt)
+    return {
+        "attempt_id": result.attempt_id,
+        "retry_index": result.retry_index,
+        "state": result.state.value,
+        "revision": result.revision,
+        "finished_at_ns": ns_to_json(result.finished_at_ns),
+        "event_sequence": result.event_sequence,
+    }
