@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,6 +99,7 @@ PURE_IMPORTS = frozenset(
         "functools",
         "hashlib",
         "json",
+        "math",
         "re",
         "types",
         "typing",
@@ -268,6 +270,15 @@ def test_the_seams_offer_a_documented_observer_hook() -> None:
         assert len(hooks) == 1, seam
         docstring = ast.get_docstring(hooks[0]) or ""
         assert "test hook" in docstring.lower() and "previous" in docstring
+
+
+def test_every_package_is_installed() -> None:
+    """A normal (not editable) install ships only the packages pyproject lists: every
+    package of the source tree must be listed, and nothing else."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+    assert listed == packages
 
 
 # --- what an import loads ---------------------------------------------------------------------

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from runstore import RunStore
+from runstore.metrics import parse_result_document
 from runstore.requests import FirstAttempt, Next
 from runstore.runner import attempt
 from runstore.runner.coordinator import register
 from runstore.runner.executor import WorkStatus
-from runstore.runner.worker_result import Failure, Success, decimal, judge, parse_metrics
+from runstore.runner.worker_result import Failure, Success, judge
 
 from conformance.runner.world import SECOND, Clock, campaign, input_file, result, succeeded
 
@@ -73,29 +74,6 @@ def test_the_worker_gets_the_input_bytes_it_was_registered_with(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    ("number", "text"),
-    [
-        (0, "0"),
-        (-7, "-7"),
-        (2**53 - 1, "9007199254740991"),
-        (0.1, "0.1"),
-        (1e-07, "1e-07"),
-        (2.5, "2.5"),
-        (-0.0, "-0.0"),
-        (1e300, "1e+300"),
-    ],
-)
-def test_metric_values_become_decimal_strings(number: object, text: str) -> None:
-    assert decimal("m", number) == text
-
-
-@pytest.mark.parametrize("number", [2**53, -(2**53), float("nan"), float("inf"), True, "1", None])
-def test_metric_values_that_are_not_safe_numbers_are_refused(number: object) -> None:
-    with pytest.raises(ValueError, match="'m'"):
-        decimal("m", number)
-
-
-@pytest.mark.parametrize(
     "document",
     [
         b"\xff",
@@ -111,7 +89,7 @@ def test_metric_values_that_are_not_safe_numbers_are_refused(number: object) -> 
 )
 def test_result_documents_that_are_not_acceptable_are_refused(document: bytes) -> None:
     with pytest.raises(ValueError):
-        parse_metrics(document)
+        parse_result_document(document)
     verdict = judge(result(WorkStatus.EXITED, 0, outputs=(("result.json", document),)), 1)
     assert isinstance(verdict, Failure) and verdict.code == "result_invalid"
 

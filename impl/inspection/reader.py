@@ -24,6 +24,7 @@ from runstore import sql
 from runstore.canonical import JSON
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.inspection.snapshot import Snapshot
+from runstore.metrics import stored_metrics
 
 INTERRUPTED_CODE: Final = "interrupted_attempt"
 _TERMINAL_VALUES: Final = frozenset(state.value for state in TERMINAL_STATES)
@@ -208,23 +209,13 @@ def _scope(
 
 
 def observation_metrics(record_json: str) -> dict[str, str]:
-    """The metrics of an observation record: ``result.metrics``' string members, and its
-    integer members in decimal; other members (booleans, floats, objects) are skipped."""
+    """The metrics of an observation record's ``result``, read by the metrics format's one
+    rule (:func:`runstore.metrics.stored_metrics`); ``{}`` for a record that is not JSON."""
     try:
         record = json.loads(record_json)
     except ValueError:
         return {}
-    result = record.get("result") if isinstance(record, dict) else None
-    metrics = result.get("metrics") if isinstance(result, dict) else None
-    if not isinstance(metrics, dict):
-        return {}
-    found: dict[str, str] = {}
-    for name, value in metrics.items():
-        if isinstance(value, str):
-            found[name] = value
-        elif isinstance(value, int) and not isinstance(value, bool):
-            found[name] = str(value)
-    return found
+    return stored_metrics(record.get("result") if isinstance(record, dict) else None)
 
 
 @attrs.define

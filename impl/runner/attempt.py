@@ -129,11 +129,6 @@ def start(
     )
 
 
-def _stream_env(plan: SlotPlan) -> tuple[tuple[str, str], ...]:
-    count = checkpoints(plan)
-    return () if count is None else (("RUNSTORE_CHECKPOINTS", str(count)),)
-
-
 def read_inputs(files: Sequence[InputFile]) -> tuple[tuple[str, bytes], ...] | Failure:
     """Each file's bytes, or ``input_changed`` naming the first that is missing or differs
     from the digest the run was registered with."""

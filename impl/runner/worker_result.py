@@ -3,14 +3,13 @@
 Rules of this file: pure. A :class:`~runstore.runner.executor.WorkResult` becomes either a
 :class:`Success` (the observation's result object and the files to publish) or a
 :class:`Failure` (a stable failure code and its details), exactly as SPEC.md section 15
-("The worker protocol" and "Failure codes") says. Worker bytes are untrusted: every check
+("The worker protocol" and "Failure codes") says; the result document and the metrics format
+are :mod:`runstore.metrics`'. Worker bytes are untrusted: every check
 here fails closed.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Sequence
 from typing import Final
@@ -19,11 +18,8 @@ import attrs
 from runstore.canonical import JSON
 from runstore.errors import RunStoreError
 from runstore.manifest import RESERVED_NAMES, check_entry_name
+from runstore.metrics import RESULT_NAME, parse_result_document, result_object
 from runstore.runner.executor import WorkResult, WorkStatus
-from runstore.validation import check_text
-
-RESULT_NAME: Final = "result.json"
-MAX_SAFE: Final = 2**53 - 1
 
 # Stable failure codes the runner commits (SPEC.md section 15).
 WORKER_FAILED: Final = "worker_failed"
@@ -131,11 +127,11 @@ def _produced(index: int | None, files: tuple[tuple[str, bytes], ...]) -> Produc
     if document is None:
         return None
     try:
-        metrics = parse_metrics(document)
+        metrics = parse_result_document(document)
     except ValueError as error:
         where = "" if index is None else f"checkpoint {index}: "
         return Failure(code=RESULT_INVALID, details={"detail": text(where + str(error))})
-    return Produced(index=index, result={"metrics": dict(metrics)}, files=files)
+    return Produced(index=index, result=result_object(metrics), files=files)
 
 
 _CHECKPOINT = re.compile(r"checkpoints/(0|[1-9][0-9]{0,8})/(.+)")
@@ -165,58 +161,3 @@ def _judge_checkpoints(outputs: Sequence[tuple[str, bytes]], count: int) -> Succ
             return found
         produced.append(found)
     return Success(produced=tuple(produced))
-
-
-def parse_metrics(document: bytes) -> list[tuple[str, str]]:
-    """The metrics of a result document as ``(name, decimal string)`` pairs, sorted by name;
-    ValueError (with a one-line reason) when the document is not acceptable."""
-    try:
-        value = json.loads(
-            document.decode("utf-8"),
-            object_pairs_hook=_unique_keys,
-            parse_constant=_no_constant,
-        )
-    except UnicodeDecodeError:
-        raise ValueError(f"{RESULT_NAME} is not UTF-8") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{RESULT_NAME} is not JSON: {error}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{RESULT_NAME} must hold a JSON object")
-    metrics = value.get("metrics")
-    if not isinstance(metrics, dict):
-        raise ValueError(f"{RESULT_NAME} needs an object 'metrics'")
-    pairs: list[tuple[str, str]] = []
-    for name, number in sorted(metrics.items()):
-        try:
-            check_text(name, "metric name")
-        except RunStoreError as error:
-            raise ValueError(f"metric name {name!r:.80}: {error.message}") from None
-        pairs.append((name, decimal(name, number)))
-    return pairs
-
-
-def decimal(name: str, number: object) -> str:
-    """A metric value as the decimal string the store keeps: an integer in +/-(2**53-1)
-    as its digits, a finite float as its shortest round-trip form (Python's ``repr``)."""
-    if type(number) is int:
-        if abs(number) > MAX_SAFE:
-            raise ValueError(f"metric {name!r}: integer {number} is out of range")
-        return str(number)
-    if type(number) is float:
-        if not math.isfinite(number):
-            raise ValueError(f"metric {name!r}: {number} is not finite")
-        return repr(number)
-    raise ValueError(f"metric {name!r}: {type(number).__name__} is not a number")
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    result: dict[str, object] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r:.80} in {RESULT_NAME}")
-        result[key] = value
-    return result
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a number")

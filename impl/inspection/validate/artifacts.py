@@ -1,4 +1,5 @@
-"""``validate``'s artifact checks: each registered artifact's address and its directory.
+"""``validate``'s fifth part, the artifacts (SPEC.md section 16.1, *Artifacts*): each
+registered artifact's address and its directory.
 
 Rules of this file: the artifact rows are streamed from the raw snapshot's connection;
 the directories are read in place under the store root, never written, synced or
@@ -21,7 +22,9 @@ from typing import Final
 
 from runstore.enums import ArtifactKind
 from runstore.errors import ArtifactCorruptError, RunStoreError, UnsafeEntryError
-from runstore.inspection.validate_rows import RECORD_INVALID, Report, stream
+from runstore.inspection.validate.findings import Report
+from runstore.inspection.validate.reading import stream
+from runstore.inspection.validate.records import RECORD_INVALID
 from runstore.manifest import MANIFEST_NAME, manifest_sha256, parse_manifest, path_order
 from runstore.records import ArtifactRegistration
 from runstore.store.publication import objects

@@ -1,51 +1,28 @@
-"""``runstore validate``: check a store's database and artifacts and list what is wrong.
+"""``validate``'s fourth part, the invariants (SPEC.md section 16.1, *Invariants*, and
+section 6), read past the indexes that encode them: slots, outcomes, claims, leases and
+selections.
 
-Rules of this file: it reads only through the inspection reader's raw snapshot
-(:meth:`~runstore.inspection.snapshot.Snapshot.take` with ``strict=False``), so it never
-opens SQLite on the store's own files and never writes the store; artifact directories are
-read in place under the snapshot's root, read-only. Damage is reported, never refused:
-every check hands ``(code, subject, message)`` to one :class:`_Log`, which keeps at most
-:data:`FINDING_CAP` findings per code and then one ``findings_truncated`` summary per
-code. The refusals are the reader's (``unsafe_path``, ``inspection_unsafe``,
-``inspection_unstable``) and ``invalid_record`` for ill-typed arguments. Every query is
-set-based and streamed from a cursor, so a 100,000-attempt store takes linear time and
-bounded memory. The database and invariant checks live here, the record and history checks
-in :mod:`runstore.inspection.validate_rows`, the on-disk ones in
-:mod:`runstore.inspection.validate_artifacts`; the order is SPEC.md section 16.1's.
+Rules of this file: reads only, streamed (:mod:`.reading`); the rules are the value
+layer's (:func:`runstore.rules.outcome_refusal`, the payloads' claim words, the stage
+names of :mod:`runstore.store.publication.staging`), never re-implemented here.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
 from typing import Final
 
-import attrs
-from runstore import sql
-from runstore.canonical import JSON
 from runstore.enums import AttemptState, ExecutionKind, LeasePurpose, SlotRole
-from runstore.errors import InvalidRecordError, SchemaMismatchError, UnsafePathError
-from runstore.inspection import validate_artifacts, validate_rows
-from runstore.inspection.snapshot import DEFAULT_TRIES, Snapshot
-from runstore.inspection.validate_rows import TERMINAL_SQL, Row, stream
-from runstore.payloads import CLAIMED, SUPERSEDED
+from runstore.inspection.validate.findings import Report
+from runstore.inspection.validate.reading import TERMINAL_SQL, TERMINAL_VALUES, Row, stream
+from runstore.payloads import (
+    CLAIMED,
+    SUPERSEDED,
+)
 from runstore.requests import INTERRUPTED_ATTEMPT
 from runstore.rules import outcome_refusal
-from runstore.store import schema_check
 from runstore.store.publication.staging import lease_id_for, store_path_for
-from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION
 
-__all__ = ["DEFAULT_TRIES", "FINDING_CAP", "Finding", "ValidationReport", "validate_store"]
-
-FINDING_CAP: Final = 1000
-"""At most this many findings of one code are listed; the rest are counted."""
-_MESSAGE_LIMIT: Final = 500
-
-DATABASE_UNREADABLE: Final = "database_unreadable"
-SQLITE_INTEGRITY: Final = "sqlite_integrity"
-SCHEMA_VERSION: Final = "schema_version"
-SCHEMA_MISMATCH: Final = "schema_mismatch"
-FOREIGN_KEY: Final = "foreign_key"
 SLOT_ACCEPTED_TWICE: Final = "slot_accepted_twice"
 RETRY_GAP: Final = "retry_gap"
 SLOT_MEMBERSHIP: Final = "slot_membership"
@@ -58,15 +35,7 @@ LEASE_UNRELEASED: Final = "lease_unreleased"
 LEASE_INCONSISTENT: Final = "lease_inconsistent"
 FENCING_GAP: Final = "fencing_gap"
 SELECTION_INVALID: Final = "selection_invalid"
-FINDINGS_TRUNCATED: Final = "findings_truncated"
-
-FINDING_CODES: Final = (
-    DATABASE_UNREADABLE,
-    SQLITE_INTEGRITY,
-    SCHEMA_VERSION,
-    SCHEMA_MISMATCH,
-    FOREIGN_KEY,
-    *validate_rows.CODES,
+CODES: Final = (
     SLOT_ACCEPTED_TWICE,
     RETRY_GAP,
     SLOT_MEMBERSHIP,
@@ -79,195 +48,14 @@ FINDING_CODES: Final = (
     LEASE_INCONSISTENT,
     FENCING_GAP,
     SELECTION_INVALID,
-    *validate_artifacts.CODES,
-    FINDINGS_TRUNCATED,
 )
-"""Every finding code, in the order the checks run."""
 
 _CLAIM_OF_EVENT: Final = (
     "CASE WHEN json_valid(e.payload_json) THEN json_extract(e.payload_json, '$.claim') END"
 )
 
 
-@attrs.frozen(kw_only=True)
-class Finding:
-    """One defect: a stable lower_snake_case ``code``, the ``subject`` it concerns (a
-    record id, ``table:rowid``, an artifact path, or ``"database"``) and a one-line
-    ``message``."""
-
-    code: str
-    subject: str
-    message: str
-
-    def to_json(self) -> dict[str, JSON]:
-        return {"code": self.code, "message": self.message, "subject": self.subject}
-
-
-@attrs.frozen(kw_only=True)
-class ValidationReport:
-    """What ``validate`` checked (``checked``: rows or artifacts per kind) and found."""
-
-    root: str
-    quick: bool
-    checked: dict[str, int]
-    findings: tuple[Finding, ...]
-
-    @property
-    def ok(self) -> bool:
-        """True exactly when nothing was found."""
-        return not self.findings
-
-    def to_json(self) -> dict[str, JSON]:
-        return {
-            "checked": dict(sorted(self.checked.items())),
-            "findings": [finding.to_json() for finding in self.findings],
-            "ok": self.ok,
-            "quick": self.quick,
-            "root": self.root,
-        }
-
-
-class _Log:
-    """The findings so far: at most ``cap`` per code, the rest counted."""
-
-    def __init__(self, cap: int) -> None:
-        self._cap = cap
-        self._kept: list[Finding] = []
-        self._counts: Counter[str] = Counter()
-
-    def __call__(self, code: str, subject: str, message: str) -> None:
-        self._counts[code] += 1
-        if self._counts[code] <= self._cap:
-            line = " ".join(str(message).split())[:_MESSAGE_LIMIT]
-            self._kept.append(Finding(code=code, subject=str(subject), message=line))
-
-    def findings(self) -> tuple[Finding, ...]:
-        """The kept findings in the order found, then one ``findings_truncated`` per code
-        that had more than ``cap`` (its subject is that code)."""
-        summaries = [
-            Finding(
-                code=FINDINGS_TRUNCATED,
-                subject=code,
-                message=f"{count - self._cap} more {code} findings not listed ({count} in all)",
-            )
-            for code, count in sorted(self._counts.items())
-            if count > self._cap
-        ]
-        return (*self._kept, *summaries)
-
-
-def validate_store(
-    root: str, *, quick: bool = False, tries: int = DEFAULT_TRIES
-) -> ValidationReport:
-    """Check the store at ``root`` (SPEC.md section 16.1) and report every finding.
-
-    Takes a raw inspection snapshot (at most ``tries`` copies), then checks in order: the
-    database (readable, ``integrity_check``, ``user_version``, the exact schema,
-    ``foreign_key_check``); every identified record and attempt; the attempts' history and
-    the event log; the invariants of slots, outcomes, claims, leases and selections; every
-    registered artifact on disk (``quick``: existence, inventory and manifest digest only,
-    no content hashing). An unreadable database or a foreign ``user_version`` ends the
-    checks after its finding. Refuses ``unsafe_path`` (not a store, or a database without
-    any schema), ``inspection_unsafe``, ``inspection_unstable``, and ``invalid_record``
-    for a non-bool ``quick`` or a ``tries`` that is not a positive int. Writes nothing.
-    """
-    if not isinstance(quick, bool):
-        raise InvalidRecordError(f"quick must be a bool, not {quick!r:.40}")
-    log = _Log(FINDING_CAP)
-    checked: dict[str, int] = {}
-    with Snapshot.take(root, tries=tries, strict=False) as snapshot:
-        connection = snapshot.connection
-        connection.text_factory = _lenient_text
-        try:
-            if _check_database(connection, snapshot.root, log):
-                _check_rest(connection, snapshot.root, quick, log, checked)
-        except sqlite3.DatabaseError as error:
-            log(DATABASE_UNREADABLE, "database", f"reading the copy failed: {error}")
-        store = snapshot.root
-    return ValidationReport(root=store, quick=quick, checked=checked, findings=log.findings())
-
-
-def _check_rest(
-    connection: sqlite3.Connection, root: str, quick: bool, log: _Log, checked: dict[str, int]
-) -> None:
-    """The checks after the database's, in order; ``checked`` grows with each, so after an
-    unreadable page it shows how far they got."""
-    checked.update(validate_rows.check_records(connection, log))
-    checked["attempts"] = validate_rows.check_attempts(connection, log)
-    validate_rows.check_revisions(connection, log)
-    checked["attempt_transitions"] = validate_rows.check_transitions(connection, log)
-    checked["events"] = validate_rows.check_events(connection, log)
-    checked.update(_check_invariants(connection, log))
-    checked["artifacts"] = validate_artifacts.check_artifacts(
-        connection, root, quick=quick, report=log
-    )
-
-
-def _lenient_text(data: bytes) -> str:
-    """Column text that is not UTF-8 still reads (and then fails its checks)."""
-    return data.decode("utf-8", "surrogateescape")
-
-
-# --- the database --------------------------------------------------------------------------
-
-
-def _check_database(connection: sqlite3.Connection, root: str, log: _Log) -> bool:
-    """The database-level checks; False when the rest cannot be interpreted."""
-    try:
-        version = sql.scalar(connection, "PRAGMA user_version")
-        objects = schema_check.user_object_count(connection)
-    except sqlite3.DatabaseError as error:
-        log(DATABASE_UNREADABLE, "database", f"the copy cannot be read: {error}")
-        return False
-    if version == 0 and objects == 0:
-        raise UnsafePathError(f"the database in {root} holds no run store schema")
-    _check_integrity(connection, log)
-    if version != RUN_STORE_SCHEMA_VERSION:
-        log(
-            SCHEMA_VERSION,
-            "database",
-            f"user_version is {version}, not {RUN_STORE_SCHEMA_VERSION}: nothing else is checked",
-        )
-        return False
-    try:
-        schema_check.verify_schema(connection)
-    except SchemaMismatchError as error:
-        log(SCHEMA_MISMATCH, "database", error.message)
-    for table, rowid, parent, key in stream(connection, "PRAGMA foreign_key_check"):
-        log(FOREIGN_KEY, f"{table}:{rowid}", f"no {parent} row for its foreign key {key}")
-    return True
-
-
-def _check_integrity(connection: sqlite3.Connection, log: _Log) -> None:
-    """Each problem line of ``PRAGMA integrity_check`` (which stops at 100). SQLite raises
-    instead of reporting some damage (a page whose header is garbage); then each table is
-    checked on its own, so the finding names the damaged table."""
-    try:
-        _log_integrity(connection, "PRAGMA integrity_check", "", log)
-    except sqlite3.DatabaseError:
-        names = sql.execute(
-            connection, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name"
-        )
-        for (name,) in names:
-            quoted = str(name).replace('"', '""')
-            try:
-                _log_integrity(connection, f'PRAGMA integrity_check("{quoted}")', name, log)
-            except sqlite3.DatabaseError as error:
-                log(SQLITE_INTEGRITY, "database", f"table {name}: {error}")
-
-
-def _log_integrity(connection: sqlite3.Connection, query: str, table: str, log: _Log) -> None:
-    prefix = f"table {table}: " if table else ""
-    for (text,) in stream(connection, query):
-        for line in str(text).splitlines():
-            if line != "ok" and not line.startswith("*** in database"):
-                log(SQLITE_INTEGRITY, "database", prefix + line)
-
-
-# --- invariants ----------------------------------------------------------------------------
-
-
-def _check_invariants(connection: sqlite3.Connection, log: _Log) -> dict[str, int]:
+def check_invariants(connection: sqlite3.Connection, log: Report) -> dict[str, int]:
     _check_slots(connection, log)
     _check_outcomes(connection, log)
     return {
@@ -277,7 +65,7 @@ def _check_invariants(connection: sqlite3.Connection, log: _Log) -> dict[str, in
     }
 
 
-def _check_slots(connection: sqlite3.Connection, log: _Log) -> None:
+def _check_slots(connection: sqlite3.Connection, log: Report) -> None:
     """At most one accepted attempt per slot (read past the unique index, which a damaged
     store may contradict), retry indices 0..n-1, and each slot's observation slots the
     shape its kind and role need."""
@@ -319,7 +107,7 @@ def _membership_problem(row: Row) -> str | None:
     return f"a {kind} measurement owning {results} result and {checkpoints} checkpoint slots"
 
 
-def _check_outcomes(connection: sqlite3.Connection, log: _Log) -> None:
+def _check_outcomes(connection: sqlite3.Connection, log: Report) -> None:
     """Each terminal outcome matches how its attempt entered finalizing (SPEC.md section
     6, :func:`runstore.rules.outcome_refusal`; recovery's ``interrupted_attempt`` failure
     ends any way in), and each accepted measurement's acceptance still holds."""
@@ -373,7 +161,7 @@ _CLAIMS: Final = (
 )
 
 
-def _check_claims(connection: sqlite3.Connection, log: _Log) -> int:
+def _check_claims(connection: sqlite3.Connection, log: Report) -> int:
     """A claim belongs to a nonterminal attempt of its slot that is finalizing and entered
     it claimed, under an unreleased finalization lease of that attempt; and every such
     attempt still holds its claim (only its terminal commit deletes it)."""
@@ -412,7 +200,7 @@ def _claim_problem(row: Row) -> str | None:
     return None
 
 
-def _check_leases(connection: sqlite3.Connection, log: _Log) -> int:
+def _check_leases(connection: sqlite3.Connection, log: Report) -> int:
     """Every attempt has exactly one reservation lease and at most one finalization lease;
     a terminal attempt holds no unreleased lease; a lease belongs to an attempt; a staging
     lease's path is its stage's; roots are held by reservation leases; fencing tokens are
@@ -430,7 +218,7 @@ def _check_leases(connection: sqlite3.Connection, log: _Log) -> int:
             log(RESERVATION_LEASE, attempt_id, f"{reservations} reservation leases, not 1")
         if finalizations > 1:
             log(LEASE_INCONSISTENT, attempt_id, f"{finalizations} finalization leases")
-        if state in validate_rows.TERMINAL_VALUES and unreleased:
+        if state in TERMINAL_VALUES and unreleased:
             log(LEASE_UNRELEASED, attempt_id, f"{state} with {unreleased} unreleased leases")
     leases = "SELECT rowid, id, attempt_id, purpose, staging_path FROM leases ORDER BY rowid"
     count = 0
@@ -469,7 +257,7 @@ _SELECTIONS: Final = (
 )
 
 
-def _check_selections(connection: sqlite3.Connection, log: _Log) -> int:
+def _check_selections(connection: sqlite3.Connection, log: Report) -> int:
     """A selection names a valid observation of its own slot, registered no later than
     the selection, whose attempt held the slot's claim. Returns the number of
     selections."""
