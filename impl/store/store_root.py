@@ -10,7 +10,6 @@ its last.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import threading
@@ -19,11 +18,11 @@ from typing import Final
 import attrs
 from runstore import durable
 from runstore.errors import (
-    BusyError,
     DurabilityError,
     UnsafePathError,
     UnsupportedFilesystemError,
 )
+from runstore.store.lock_file import LockFile
 
 DATABASE_NAME: Final = "run.sqlite3"
 SIDECAR_NAMES: Final = ("run.sqlite3-wal", "run.sqlite3-shm")
@@ -111,46 +110,20 @@ def check_store_files(root: str) -> None:
             raise UnsafePathError(f"{name} is not a regular file: {path}")
 
 
-class InitLock:
-    """The persistent ``.run-store-init.lock``, held exclusively (flock) while opening.
-
-    The file is created once and never deleted, so no process can lock a replacement inode.
-    Entering refuses with ``busy`` when another process holds it past the timeout, and with
-    ``durability_failed`` when the lock call itself fails.
-    """
+class InitLock(LockFile):
+    """The persistent ``.run-store-init.lock``, held exclusively (flock) while opening,
+    waiting at most :data:`INIT_LOCK_TIMEOUT_S` (else ``busy``). Created without a sync: a
+    lost lock file is simply made again by the next opening."""
 
     def __init__(self, root: str) -> None:
-        self.path = os.path.join(root, INIT_LOCK_NAME)
-        self._root = root
-        self._fd: int | None = None
-
-    def __enter__(self) -> InitLock:
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(self.path, flags, 0o600)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(f"{INIT_LOCK_NAME} is a symbolic link") from exc
-            raise UnsafePathError(f"cannot open {self.path}: {exc}") from exc
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise UnsafePathError(f"{INIT_LOCK_NAME} is not a regular file")
-            try:
-                taken = durable.flock(fd, self.path, timeout=INIT_LOCK_TIMEOUT_S)
-            except OSError as exc:  # as the recovery lock's failure (staging.RecoveryLock)
-                raise DurabilityError(f"locking {INIT_LOCK_NAME} failed: {exc}") from exc
-            if not taken:
-                raise BusyError(f"another process held {INIT_LOCK_NAME} for 5 s")
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing releases the flock
+        super().__init__(
+            root,
+            INIT_LOCK_NAME,
+            exclusive=True,
+            timeout=INIT_LOCK_TIMEOUT_S,
+            durable_creation=False,
+            busy=f"another process held {INIT_LOCK_NAME} for 5 s",
+        )
 
 
 @attrs.frozen

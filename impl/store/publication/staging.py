@@ -24,7 +24,8 @@ from typing import Final
 
 import attrs
 from runstore import durable
-from runstore.errors import BusyError, DurabilityError, UnsafePathError
+from runstore.errors import DurabilityError, UnsafePathError
+from runstore.store.lock_file import LockFile
 
 ARTIFACTS_DIR: Final = "artifacts"
 STAGE_PREFIX: Final = ".staging-"
@@ -96,72 +97,21 @@ def artifacts_directory(root: str) -> str:
     return path
 
 
-def open_lock_file(path: str) -> int:
-    """Open the existing lock file ``path`` read-write without following a link (for a
-    flock). ``unsafe_path`` when it is a symbolic link, not a regular file, or cannot be
-    opened; a missing file raises FileNotFoundError."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePathError(f"{path} is a symbolic link") from exc
-        raise UnsafePathError(f"cannot open {path}: {exc}") from exc
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UnsafePathError(f"{path} is not a regular file")
-    return fd
-
-
-class RecoveryLock:
+class RecoveryLock(LockFile):
     """``.run-store-recovery.lock`` held shared (publishers) or exclusive (recovery) with a
     flock, waiting at most ``timeout`` seconds (default: :data:`RECOVERY_LOCK_TIMEOUT_S`,
-    read when the lock is made) else ``busy``. The file is
-    created once (file and root synced) and never deleted."""
+    read when the lock is made) else ``busy``. The file is created once (file and root
+    synced) and never deleted."""
 
     def __init__(self, root: str, *, exclusive: bool, timeout: float | None = None):
-        self._root = root
-        self._path = os.path.join(root, RECOVERY_LOCK_NAME)
-        self._exclusive = exclusive
-        self._timeout = RECOVERY_LOCK_TIMEOUT_S if timeout is None else timeout
-        self._fd: int | None = None
-
-    def _open(self) -> int:
-        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(self._path, flags | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            raise UnsafePathError(f"cannot create {self._path}: {exc}") from exc
-        else:
-            try:
-                durable.fsync_fd(fd, self._path)
-                durable.fsync_dir(self._root)
-            except OSError as exc:
-                os.close(fd)
-                raise _sync_failed(f"creating {RECOVERY_LOCK_NAME}", exc) from exc
-            return fd
-        return open_lock_file(self._path)
-
-    def __enter__(self) -> RecoveryLock:
-        fd = self._open()
-        try:
-            taken = durable.flock(fd, self._path, exclusive=self._exclusive, timeout=self._timeout)
-        except OSError as exc:
-            os.close(fd)
-            raise _sync_failed(f"locking {RECOVERY_LOCK_NAME}", exc) from exc
-        if not taken:
-            os.close(fd)
-            raise BusyError(f"{RECOVERY_LOCK_NAME} is held by recovery")
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing releases the flock
+        super().__init__(
+            root,
+            RECOVERY_LOCK_NAME,
+            exclusive=exclusive,
+            timeout=RECOVERY_LOCK_TIMEOUT_S if timeout is None else timeout,
+            durable_creation=True,
+            busy=f"{RECOVERY_LOCK_NAME} is held by recovery",
+        )
 
 
 @attrs.define

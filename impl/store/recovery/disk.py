@@ -25,12 +25,12 @@ from runstore.errors import (
     DurabilityError,
     UnsafePathError,
 )
+from runstore.store.lock_file import open_lock_file
 from runstore.store.publication import objects
 from runstore.store.publication.staging import (
     ARTIFACTS_DIR,
     STAGE_LOCK_NAME,
     STAGE_PREFIX,
-    open_lock_file,
 )
 
 QUARANTINE_NAME: Final = ".quarantine"
