@@ -4,7 +4,7 @@ Three blocks, each between ``<!-- BEGIN GENERATED: NAME -->`` and
 ``<!-- END GENERATED: NAME -->`` (only that text is rewritten):
 
 * ``contents``: every ``##`` and ``###`` heading of SPEC.md itself, as a nested list of
-  links to the anchors GitHub gives them (:func:`anchors`);
+  links to the anchors GitHub gives them (:func:`headings`, :func:`slug`);
 * ``legal-edges``: the attempt state machine's edge table, from ``runstore.edges.LEGAL_EDGES``;
 * ``commands``: one row per command of the typer app ``runstore.cli.app.app``, read from the
   app object (its registered commands and their parameters), never from a list kept here.
@@ -38,7 +38,7 @@ class Heading:
     line: int
 
 
-HEADING = re.compile(r"(#{1,6}) +(.+?) *#* *$")
+HEADING = re.compile(r"(#{1,6}) +(.+?)(?: +#+)? *$")
 FENCE = re.compile(r" {0,3}(```|~~~)")
 
 
@@ -192,19 +192,23 @@ BLOCKS: dict[str, Callable[[str], str]] = {
 """Each block's name and its builder, which receives the whole SPEC text."""
 
 
-def block(text: str, name: str) -> str:
-    """The current content of block ``name`` in ``text`` (ValueError when it is missing)."""
+def _span(text: str, name: str) -> tuple[int, int]:
+    """Where block ``name``'s content starts and stops in ``text`` (ValueError when the
+    block is missing)."""
     begin = f"<!-- BEGIN GENERATED: {name} -->\n"
     start = text.index(begin) + len(begin)
-    return text[start : text.index(f"<!-- END GENERATED: {name} -->", start)]
+    return start, text.index(f"<!-- END GENERATED: {name} -->", start)
+
+
+def block(text: str, name: str) -> str:
+    """The current content of block ``name`` in ``text``."""
+    start, stop = _span(text, name)
+    return text[start:stop]
 
 
 def regenerate(text: str) -> str:
     """``text`` with every generated block replaced by its current content."""
     for name, build in BLOCKS.items():
-        begin = f"<!-- BEGIN GENERATED: {name} -->\n"
-        end = f"<!-- END GENERATED: {name} -->"
-        start = text.index(begin) + len(begin)
-        stop = text.index(end, start)
+        start, stop = _span(text, name)
         text = text[:start] + build(text) + text[stop:]
     return text
