@@ -63,7 +63,7 @@ equal to the reference's up to the fault, else a ``mismatch``):
    (after resuming the step, for a publication scenario). For a step that raised, the
    acceptable state is the point's (:meth:`~runstore.crashsim.points.Point.choices`) with
    exactly the transactions the step committed before the failed call: a failed COMMIT
-   committed nothing (SPEC.md section 8, "Any error rolls every write of the call back");
+   committed nothing (SPEC.md section 8: "Any error rolls every write of the call back");
    a recovery pass keeps every prefix its point allows.
 
 **Selection.** The exhaustive campaign runs every injection point. The subset runs every

@@ -2,7 +2,7 @@
 
 Rules of this file: pure functions over bytes and strings, no I/O. The manifest bytes are
 metewand's version-1 artifact manifest, so a change to any byte produced here is a
-compatibility break (SPEC.md, "The completion manifest").
+compatibility break (SPEC.md section 12.2, "The completion manifest").
 
 The manifest is canonical JSON (:func:`runstore.canonical.encode`) of::
 

@@ -2,7 +2,7 @@
 
 Rules of this file: pure functions and one streaming hasher; no I/O (the filesystem walk
 lives in :mod:`runstore.store.publication.objects`, which feeds bytes in). The transcript is fixed
-by the source project's golden digests (SPEC.md, "The version-1 local-tree hash"), so any change
+by the source project's golden digests (SPEC.md section 12.3, "The local-tree hash"), so any change
 to a byte produced here is a compatibility break.
 
 The input to SHA-256 is::

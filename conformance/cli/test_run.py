@@ -204,22 +204,6 @@ def test_a_missing_store_is_refused_without_init(tmp_path: Path) -> None:
     assert not_a_directory.returncode == 3 and "not a directory" in not_a_directory.stderr
 
 
-@pytest.mark.parametrize("command", ["run", "recover", "status", "explain"])
-def test_every_command_has_help(command: str) -> None:
-    shown = runstore(command, "--help")
-    assert shown.returncode == 0
-    assert "--store" in shown.stdout and "--json" in shown.stdout
-    if command in ("run", "explain"):
-        assert "Example" in shown.stdout
-
-
-def test_the_top_level_help_documents_the_exit_statuses() -> None:
-    shown = runstore("--help")
-    assert shown.returncode == 0
-    for status in ("0 done", "1 some slots", "2 usage", "3 the store", "4 the campaign", "130"):
-        assert status in " ".join(shown.stdout.split())
-
-
 @pytest.mark.parametrize(
     ("options", "named"),
     [

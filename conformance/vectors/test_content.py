@@ -4,7 +4,7 @@ runstore.store.publication.objects on a real temporary directory) and against th
 (runstore.model.content).
 
 Apart from the currency check, this reads only the committed file, as another
-implementation would (format in vectors/README.md and SPEC.md "Object content"); it does
+implementation would (format in vectors/README.md and SPEC.md section 10, "content.json"); it does
 not use the generator's cases or helpers.
 """
 

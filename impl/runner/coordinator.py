@@ -3,7 +3,7 @@
 Rules of this file: the only code that decides what to run. It owns the store handle and
 the executor for the length of :func:`run_campaign`, on one thread: attempts start, renew
 and finish between waits on the executor, so every store call is made by this thread
-(SPEC.md section 15, "The coordinator"). Stopping (``stop`` set, e.g. by Ctrl-C) starts
+(SPEC.md section 15.5, "Which slots run"). Stopping (``stop`` set, e.g. by Ctrl-C) starts
 nothing new, cancels running workers and commits their ``cancelled`` failures, so no
 lease is left live. A store error other than the expected refusals propagates after the
 workers are killed: nothing is retried around a durability step.

@@ -2,9 +2,9 @@
 
 Rules of this file: pure (no store, no files): a :class:`~runstore.runner.campaign.Campaign`
 becomes one :class:`SlotPlan` per candidate x problem pair (SPEC.md section 15,
-"Identities"), and :func:`conflicts` compares plans with the records already registered.
-Operational settings (time limits, lease duration) are not identity: changing them never
-conflicts.
+"Identities of a campaign"), and :func:`conflicts` compares plans with the records already
+registered. Operational settings (time limits, lease duration) are not identity: changing
+them never conflicts.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The object content vectors (``vectors/content.json``, SPEC.md "Object content"): the
-version-1 local-tree hash, the completion manifest, the entry name rules, and the refused
-entries and manifests.
+"""The object content vectors (``vectors/content.json``, SPEC.md section 12, "Completed
+objects"): the version-1 local-tree hash, the completion manifest, the entry name rules, and
+the refused entries and manifests.
 
 The cases are data here; the digests and bytes come from :mod:`runstore.tree_hash` and
 :mod:`runstore.manifest`, and the codes of refused entries from

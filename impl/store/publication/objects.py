@@ -1,5 +1,5 @@
 """Completing and verifying an object directory: the filesystem content pipeline of
-publication (SPEC.md, "Transactional publication").
+publication (SPEC.md section 12.4, "Completing and verifying an object").
 
 Rules of this file: the filesystem work between a populated stage and a rename. Walks never
 follow links (``os.scandir``/``os.lstat``; files are opened with ``O_NOFOLLOW``), every
