@@ -154,25 +154,14 @@ def recover(store: Store, as_json: Json = False) -> None:
 
     with _errors(as_json), RunStore.open(os.path.abspath(store)) as opened:
         report = opened.recover(time.time_ns)
-    document: dict[str, JSON] = {
-        "busy_stages": list(report.busy_stages),
-        "imported_artifacts": [a.id for a in report.imported_artifacts],
-        "quarantined_stages": list(report.quarantined_stages),
-        "rejected_artifacts": [
-            {"code": r.code, "message": r.message, "path": r.path}
-            for r in report.rejected_artifacts
-        ],
-        "terminals": [{"attempt": t.attempt_id, "state": t.state.value} for t in report.terminals],
-    }
+    from runstore.cli.render import recovery_lines, recovery_summary, recovery_tables
+
     if as_json:
-        output.print_json(document)
+        output.print_json(recovery_summary(report))
         return
-    rows = [
-        [key, len(value) if isinstance(value, list) else value] for key, value in document.items()
-    ]
-    output.print_tables([output.table("recovery", ["item", "count"], rows)])
-    for rejected in report.rejected_artifacts:
-        typer.echo(f"rejected {rejected.path}: {rejected.code}: {rejected.message}")
+    output.print_tables(recovery_tables(report))
+    for line in recovery_lines(report):
+        typer.echo(line)
 
 
 @app.command()
