@@ -1,9 +1,11 @@
 """Reading the plain-JSON forms the vector files share (``vectors/README.md``), as an
-independent implementation would: leases, retry authorizations, terminal outcomes, writer
-operations (replayed on any writer) and the documents of their results. Used by
-``test_vectors.py`` (events), ``test_vectors_outcomes.py`` and
-``test_vectors_recovery.py`` (which adds the ``recover`` operation and its report);
-independent of the generator's own encoders in ``tools/vectorgen``.
+independent implementation would: leases, retry authorizations, terminal outcomes and
+writer operations (replayed on any writer, each returned guard kept as its attempt's
+latest). Used by ``test_vectors.py`` (events), ``test_outcomes.py`` and
+``test_recovery.py`` (which adds the ``recover`` operation and its report); independent of
+the generator's cases and encoders in ``tools/vectorgen``. A result is compared with the
+file through its own ``to_json()`` (:func:`result_document`), whose encoding of each field
+``conformance/values/test_receipts.py`` checks on its own.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from runstore import (
     TerminalAttempt,
     TerminalOutcome,
 )
-from runstore.canonical import ns_from_json, ns_to_json
+from runstore.canonical import ns_from_json
 from runstore.testing.lockstep import Writer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +94,17 @@ def pairs(references: list[list[str]]) -> list[tuple[str, str]]:
 
 
 def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
-    """Apply one operation; a guarded one's ``attempt_id`` names the latest guard."""
+    """Apply one operation and return its result; a guarded one's ``attempt_id`` names the
+    latest guard in ``guards``, and the guard a call returns (alone, in a disposition or in
+    an observation receipt) becomes its attempt's latest."""
+    result = _apply(writer, operation, guards)
+    guard = result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
+    if isinstance(guard, OwnedAttempt):
+        guards[guard.attempt_id] = guard
+    return result
+
+
+def _apply(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
     name, a = operation["operation"], operation["arguments"]
     if name == "register_slots":
         return writer.register_slots(
@@ -140,41 +152,20 @@ def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAtt
     )
 
 
+RECEIPTS = (OwnedAttempt, ClaimDisposition, ObservationReceipt, TerminalAttempt, RecoveryReport)
+"""What a writer call or a recovery pass returns, besides a registration's slot id."""
+
+
 def result_document(result: object) -> dict[str, Any]:
-    if isinstance(result, RecoveryReport):
-        return {
-            "terminals": [result_document(terminal) for terminal in result.terminals],
-            "imported_artifacts": [artifact.to_json() for artifact in result.imported_artifacts],
-            "quarantined_stages": list(result.quarantined_stages),
-            "busy_stages": list(result.busy_stages),
-            "rejected_artifacts": [[r.path, r.code] for r in result.rejected_artifacts],
-        }
+    """The JSON a file pins for ``result``: ``{slot_id}`` for a registration, the receipt's
+    own ``to_json()``, and a recovery report's with its rejections as ``[path, code]``
+    pairs (their messages are not pinned)."""
     if isinstance(result, str):
         return {"slot_id": result}
-    if isinstance(result, ClaimDisposition):
-        return {**result_document(result.attempt), "claimed": result.claimed}
-    if isinstance(result, ObservationReceipt):
-        return {
-            **result_document(result.attempt),
-            "observation_id": result.observation_id,
-            "selected": result.selected,
-            "selection": result.selection,
-            "event_sequence": result.event_sequence,
-        }
-    if isinstance(result, OwnedAttempt):
-        return {
-            "attempt_id": result.attempt_id,
-            "retry_index": result.retry_index,
-            "state": result.state.value,
-            "revision": result.revision,
-            "claimed": result.claim_lease_id is not None,
-        }
-    assert isinstance(result, TerminalAttempt)
-    return {
-        "attempt_id": result.attempt_id,
-        "retry_index": result.retry_index,
-        "state": result.state.value,
-        "revision": result.revision,
-        "finished_at_ns": ns_to_json(result.finished_at_ns),
-        "event_sequence": result.event_sequence,
-    }
+    assert isinstance(result, RECEIPTS), type(result).__name__
+    document: dict[str, Any] = result.to_json()
+    if isinstance(result, RecoveryReport):
+        document["rejected_artifacts"] = [
+            [r["path"], r["code"]] for r in document["rejected_artifacts"]
+        ]
+    return document

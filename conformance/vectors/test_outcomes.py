@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 from runstore import (
-    ClaimDisposition,
-    ObservationReceipt,
     OwnedAttempt,
     RunStore,
     TerminalOutcome,
@@ -65,11 +63,6 @@ def play(writer: Writer, case: dict[str, Any], events: list[int]) -> None:
         result = replay(writer, operation, guards)
         assert result_document(result) == operation["result"], operation["name"]
         assert events[before:] == operation["event_sequences"], operation["name"]
-        guard = (
-            result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
-        )
-        if isinstance(guard, OwnedAttempt):
-            guards[guard.attempt_id] = guard
 
 
 def arguments(case: dict[str, Any]) -> tuple[str, TerminalOutcome, list[tuple[str, str]], int]:

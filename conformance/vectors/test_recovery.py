@@ -23,8 +23,6 @@ import pytest
 from runstore import (
     TERMINAL_STATES,
     AttemptState,
-    ClaimDisposition,
-    ObservationReceipt,
     OwnedAttempt,
     RunStore,
 )
@@ -68,9 +66,6 @@ def step(
     result = replay(writer, operation, guards)
     assert result_document(result) == operation["result"], operation["name"]
     assert committed()[before:] == operation["event_sequences"], operation["name"]
-    guard = result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
-    if isinstance(guard, OwnedAttempt):
-        guards[guard.attempt_id] = guard
 
 
 def pinned_document(case: dict[str, Any]) -> Any:

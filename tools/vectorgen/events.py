@@ -29,6 +29,7 @@ from runstore import (
     AttemptState,
     Censored,
     ClaimDisposition,
+    CommittedEvent,
     Failed,
     FirstAttempt,
     LeaseRequest,
@@ -37,6 +38,7 @@ from runstore import (
     ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
+    RecoveryReport,
     ResolvedRun,
     Retry,
     RetryAuthorization,
@@ -251,9 +253,6 @@ SCENARIO: list[Call] = [
 
 # --- playing it in lockstep ----------------------------------------------------------------
 
-Event = tuple[int, str, str | None, int, bytes]
-"""``(sequence, kind, attempt_id, at_ns, canonical payload bytes)``."""
-
 
 class GenerationRefused(Exception):
     """The scenario did not play cleanly: the store and the model disagree, or a call was
@@ -269,21 +268,19 @@ class Played:
     event_sequences: tuple[int, ...]
 
 
-def play() -> tuple[list[Played], list[Event]]:
+def play() -> tuple[list[Played], list[CommittedEvent]]:
     """Play :data:`SCENARIO` in lockstep on the model and on a fresh store; returns each
     call with the store's result and the sequences of the events it committed, and every
     event the store delivered to its subscriber. Raises :class:`GenerationRefused` unless
     the two agree call by call and on the final durable projection."""
     model = ModelWriter(m.ModelState())
-    delivered: list[Event] = []
+    delivered: list[CommittedEvent] = []
     played: list[Played] = []
     with (
         tempfile.TemporaryDirectory(prefix="runstore-vectors-") as root,
         RunStore.open(root) as store,
     ):
-        store.subscribe(
-            lambda e: delivered.append((e.sequence, e.kind, e.attempt_id, e.at_ns, e.payload))
-        )
+        store.subscribe(delivered.append)
         context: Context = {}
         for call in SCENARIO:
             before, model_before = len(delivered), len(model.state.events)
@@ -297,7 +294,7 @@ def play() -> tuple[list[Played], list[Event]]:
                 raise GenerationRefused(
                     f"{call.name!r} was refused ({error.code}); the scenario refuses nothing"
                 ) from error
-            sequences = tuple(event[0] for event in delivered[before:])
+            sequences = tuple(event.sequence for event in delivered[before:])
             modelled = tuple(row.sequence for row in model.state.events[model_before:])
             if sequences != modelled:
                 raise GenerationRefused(
@@ -315,7 +312,9 @@ def play() -> tuple[list[Played], list[Event]]:
         raise GenerationRefused(
             f"the store and the model disagree on the durable projection: {', '.join(tables)}"
         )
-    if delivered != stored["events"]:
+    if [(e.sequence, e.kind, e.attempt_id, e.at_ns, e.payload) for e in delivered] != stored[
+        "events"
+    ]:
         raise GenerationRefused("the events the store delivered are not the events it committed")
     return played, delivered
 
@@ -373,36 +372,18 @@ def arguments_json(call: Call) -> dict[str, JSON]:
 
 
 def result_json(result: object) -> dict[str, JSON]:
-    """What a call returned, as plain JSON."""
+    """What a call returned, as plain JSON: a registration's slot id as ``{slot_id}``, a
+    receipt as its ``to_json()`` (``vectors/README.md``, "Results"), and a recovery report
+    as its ``to_json()`` with each rejection cut to a ``[path, code]`` pair (its message is
+    for people and is not pinned)."""
     if isinstance(result, str):
         return {"slot_id": result}
-    if isinstance(result, OwnedAttempt):
-        return {
-            "attempt_id": result.attempt_id,
-            "retry_index": result.retry_index,
-            "state": result.state.value,
-            "revision": result.revision,
-            "claimed": result.claim_lease_id is not None,
-        }
-    if isinstance(result, ClaimDisposition):
-        return {**result_json(result.attempt), "claimed": result.claimed}
-    if isinstance(result, ObservationReceipt):
-        return {
-            **result_json(result.attempt),
-            "observation_id": result.observation_id,
-            "selected": result.selected,
-            "selection": result.selection,
-            "event_sequence": result.event_sequence,
-        }
-    if isinstance(result, TerminalAttempt):
-        return {
-            "attempt_id": result.attempt_id,
-            "retry_index": result.retry_index,
-            "state": result.state.value,
-            "revision": result.revision,
-            "finished_at_ns": str(result.finished_at_ns),
-            "event_sequence": result.event_sequence,
-        }
+    if isinstance(result, RecoveryReport):
+        document: dict[str, Any] = result.to_json()
+        pairs = [[item["path"], item["code"]] for item in document["rejected_artifacts"]]
+        return {**document, "rejected_artifacts": pairs}
+    if isinstance(result, OwnedAttempt | ClaimDisposition | ObservationReceipt | TerminalAttempt):
+        return result.to_json()
     raise TypeError(result)
 
 
@@ -425,16 +406,8 @@ def document() -> dict[str, Any]:
             for p in played
         ],
         "events": [
-            {
-                "name": names[sequence],
-                "sequence": sequence,
-                "kind": kind,
-                "attempt_id": attempt_id,
-                "at_ns": str(at_ns),
-                "payload_hex": payload.hex(),
-                "payload_utf8": payload.decode("utf-8"),
-            }
-            for sequence, kind, attempt_id, at_ns, payload in events
+            {"name": names[e.sequence], **e.to_json(), "payload_utf8": e.payload.decode("utf-8")}
+            for e in events
         ],
     }
 

@@ -28,7 +28,8 @@ The operations are written exactly as ``outcomes.json`` writes its own (the argu
 result forms of :mod:`vectorgen.events`). The recovery pass is one more operation,
 ``recover``, whose ``arguments`` are ``{"clock": "<t>"}``: the single reading ``t`` the
 pass samples from its clock, a decimal string. Its ``result`` is the report as plain JSON
-(:func:`report_json`).
+(:func:`vectorgen.events.result_json`: ``RecoveryReport.to_json()`` with each rejection
+as a ``[path, code]`` pair).
 
 Not covered: an attempt with an artifact rooted under its lease (a ``leased_root``
 dependency). Roots come only from ``publish_artifact``, which writes real payload files,
@@ -172,20 +173,7 @@ def _expired_without_contending() -> Case:
 
 CASES: tuple[Case, ...] = (_expired_executing(), _expired_claim(), _expired_without_contending())
 
-# --- the report as plain JSON --------------------------------------------------------------
-
-
-def report_json(report: RecoveryReport) -> dict[str, JSON]:
-    """The report: terminal receipts in ``events.json``'s ``commit_finalization`` result
-    form, imported registrations as artifact documents, stage paths, and rejections as
-    ``[path, code]`` pairs (messages are for people and are left out)."""
-    return {
-        "terminals": [result_json(terminal) for terminal in report.terminals],
-        "imported_artifacts": [artifact.to_json() for artifact in report.imported_artifacts],
-        "quarantined_stages": list(report.quarantined_stages),
-        "busy_stages": list(report.busy_stages),
-        "rejected_artifacts": [[item.path, item.code] for item in report.rejected_artifacts],
-    }
+# --- the recover operation as plain JSON ----------------------------------------------------
 
 
 def recover_arguments(call: Call) -> dict[str, JSON]:
@@ -310,7 +298,7 @@ def _play(case: Case, root: str) -> Played:
         "name": recover.name,
         "operation": recover.operation,
         "arguments": recover_arguments(recover),
-        "result": report_json(report),
+        "result": result_json(report),
         "event_sequences": sequences,
     }
     return Played(operations, operation, final, on_disk, manifest)
