@@ -17,6 +17,7 @@ their payload bytes included, must equal the model's. Anything else raises
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -28,23 +29,19 @@ from runstore import (
     AttemptSlot,
     AttemptState,
     Censored,
-    ClaimDisposition,
     CommittedEvent,
     Failed,
     FirstAttempt,
     LeaseRequest,
     Next,
     Observation,
-    ObservationReceipt,
     ObservationSlot,
-    OwnedAttempt,
     RecoveryReport,
     ResolvedRun,
     Retry,
     RetryAuthorization,
     RunStore,
     Superseded,
-    TerminalAttempt,
     testing,
 )
 from runstore import model as m
@@ -53,9 +50,10 @@ from runstore.canonical import JSON
 from runstore.errors import RunStoreError
 from runstore.testing import script
 from runstore.testing.lockstep import Diverged, ModelWriter
+from runstore.testing.publishing import ClockScript
 from runstore.testing.script import Call, Context
 
-from . import FORMAT_VERSION, GENERATOR, render
+from . import header, render
 
 # --- the scenario --------------------------------------------------------------------------
 
@@ -268,43 +266,65 @@ class Played:
     event_sequences: tuple[int, ...]
 
 
+def delivered_to(store: RunStore) -> list[CommittedEvent]:
+    """A list to which ``store`` appends every event it commits (its subscriber)."""
+    delivered: list[CommittedEvent] = []
+    store.subscribe(delivered.append)
+    return delivered
+
+
+def step(
+    name: str,
+    call: Call,
+    model: ModelWriter,
+    store: RunStore,
+    context: Context,
+    delivered: list[CommittedEvent],
+) -> tuple[object, list[int]]:
+    """Apply ``call`` in lockstep (in the file or case ``name``); returns its result and the
+    sequences of the events it committed (``delivered``, the store's subscriber, grows with
+    each), which must be the model's. Raises ``GenerationRefused`` when the two disagree,
+    or when the call is refused."""
+    before, model_before = len(delivered), len(model.state.events)
+    try:
+        result = script.apply_in_lockstep(call, model, store, context)
+    except Diverged as error:
+        raise GenerationRefused(
+            f"{name}: the store and the model disagree at {call.name!r}: {error}"
+        ) from error
+    except RunStoreError as error:
+        raise GenerationRefused(
+            f"{name}: {call.name!r} was refused ({error.code}); the scenario refuses nothing"
+        ) from error
+    sequences = [event.sequence for event in delivered[before:]]
+    modelled = [row.sequence for row in model.state.events[model_before:]]
+    if sequences != modelled:
+        raise GenerationRefused(
+            f"{name}: the store and the model disagree at {call.name!r}: "
+            f"events {sequences} and {modelled}"
+        )
+    return result, sequences
+
+
 def play() -> tuple[list[Played], list[CommittedEvent]]:
     """Play :data:`SCENARIO` in lockstep on the model and on a fresh store; returns each
     call with the store's result and the sequences of the events it committed, and every
     event the store delivered to its subscriber. Raises :class:`GenerationRefused` unless
     the two agree call by call and on the final durable projection."""
     model = ModelWriter(m.ModelState())
-    delivered: list[CommittedEvent] = []
     played: list[Played] = []
     with (
         tempfile.TemporaryDirectory(prefix="runstore-vectors-") as root,
         RunStore.open(root) as store,
     ):
-        store.subscribe(delivered.append)
+        delivered = delivered_to(store)
         context: Context = {}
         for call in SCENARIO:
-            before, model_before = len(delivered), len(model.state.events)
-            try:
-                result = script.apply_in_lockstep(call, model, store, context)
-            except Diverged as error:
-                raise GenerationRefused(
-                    f"the store and the model disagree at {call.name!r}: {error}"
-                ) from error
-            except RunStoreError as error:
-                raise GenerationRefused(
-                    f"{call.name!r} was refused ({error.code}); the scenario refuses nothing"
-                ) from error
-            sequences = tuple(event.sequence for event in delivered[before:])
-            modelled = tuple(row.sequence for row in model.state.events[model_before:])
-            if sequences != modelled:
-                raise GenerationRefused(
-                    f"the store and the model disagree at {call.name!r}: the store committed "
-                    f"events {list(sequences)}, the model {list(modelled)}"
-                )
+            result, sequences = step("events.json", call, model, store, context, delivered)
             guard = context.get(call.attempt or "")
             if call.attempt is not None and (guard is None or guard.attempt_id != call.attempt):
                 raise GenerationRefused(f"{call.name!r}: its handle is not its attempt's id")
-            played.append(Played(call, result, sequences))
+            played.append(Played(call, result, tuple(sequences)))
         stored = store_projection(store.database_path)
     modelled_projection = model_projection(model.state)
     if stored != modelled_projection:
@@ -358,6 +378,11 @@ def _argument_json(key: str, value: Any) -> JSON:
         return str(value)
     if key == "references":
         return [[role, artifact_id] for role, artifact_id in value]
+    if key == "observation_slots":  # register_slots (outcomes.json, recovery.json)
+        return [slot.to_json() for slot in value]
+    if isinstance(value, ClockScript):  # recover: the one reading the pass samples
+        (reading,) = value.samples
+        return str(reading)
     if isinstance(value, str | bool):
         return value
     raise TypeError(f"argument {key}: no JSON form for {type(value).__name__}")
@@ -382,9 +407,19 @@ def result_json(result: object) -> dict[str, JSON]:
         document: dict[str, Any] = result.to_json()
         pairs = [[item["path"], item["code"]] for item in document["rejected_artifacts"]]
         return {**document, "rejected_artifacts": pairs}
-    if isinstance(result, OwnedAttempt | ClaimDisposition | ObservationReceipt | TerminalAttempt):
-        return result.to_json()
-    raise TypeError(result)
+    return result.to_json()  # a guard, a claim disposition or a receipt
+
+
+def operation_json(call: Call, result: object, sequences: Sequence[int]) -> dict[str, Any]:
+    """One entry of a file's ``operations``: the call, its arguments, its result and the
+    sequences of the events it committed."""
+    return {
+        "name": call.name,
+        "operation": call.operation,
+        "arguments": arguments_json(call),
+        "result": result_json(result),
+        "event_sequences": list(sequences),
+    }
 
 
 def document() -> dict[str, Any]:
@@ -392,19 +427,8 @@ def document() -> dict[str, Any]:
     played, events = play()
     names = {sequence: p.call.name for p in played for sequence in p.event_sequences}
     return {
-        "format": "runstore event vectors",
-        "format_version": FORMAT_VERSION,
-        "generator": GENERATOR,
-        "operations": [
-            {
-                "name": p.call.name,
-                "operation": p.call.operation,
-                "arguments": arguments_json(p.call),
-                "result": result_json(p.result),
-                "event_sequences": list(p.event_sequences),
-            }
-            for p in played
-        ],
+        **header("runstore event vectors"),
+        "operations": [operation_json(p.call, p.result, p.event_sequences) for p in played],
         "events": [
             {"name": names[e.sequence], **e.to_json(), "payload_utf8": e.payload.decode("utf-8")}
             for e in events
