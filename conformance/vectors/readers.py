@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,12 @@ def generator(name: str) -> Any:
     """The generator module ``tools/vectorgen/<name>.py`` (``tools/`` is on the tests'
     path: pyproject's ``pythonpath``)."""
     return importlib.import_module(f"vectorgen.{name}")
+
+
+def assert_current(name: str) -> None:
+    """``vectors/<name>.json`` is what ``tools/vectorgen/<name>.py`` builds."""
+    committed = (ROOT / "vectors" / f"{name}.json").read_text(encoding="utf-8")
+    assert committed == generator(name).build(), f"vectors/{name}.json is stale: run tools/regen"
 
 
 def read_vector_file(name: str) -> dict[str, Any]:
@@ -101,6 +108,21 @@ def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAtt
     guard = result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
     if isinstance(guard, OwnedAttempt):
         guards[guard.attempt_id] = guard
+    return result
+
+
+def replay_checked(
+    writer: Writer,
+    operation: dict[str, Any],
+    guards: dict[str, OwnedAttempt],
+    committed: Callable[[], Sequence[int]],
+) -> object:
+    """:func:`replay` one operation, checking its result against the file's and the
+    sequences of the events it committed (``committed()``: every sequence so far)."""
+    before = len(committed())
+    result = replay(writer, operation, guards)
+    assert result_document(result) == operation["result"], operation["name"]
+    assert list(committed()[before:]) == operation["event_sequences"], operation["name"]
     return result
 
 
