@@ -33,7 +33,7 @@ from runstore import (
     run_attempt_id,
     testing,
 )
-from runstore.canonical import JSON, MAX_NS, MAX_SAFE_INTEGER, decode, encode, ns_from_json
+from runstore.canonical import MAX_NS, MAX_SAFE_INTEGER, decode, encode, ns_from_json
 from runstore.recovery_report import REJECTION_CODES
 
 SLOT = testing.one_shot("receipts").slot_id
@@ -65,42 +65,49 @@ store_paths = st.lists(
 ).map("/".join)
 
 
-def plain(document: dict[str, JSON]) -> dict[str, JSON]:
-    """``document``, after checking it is plain canonical JSON that survives a round trip
-    through the canonical encoder and through ``json`` unchanged."""
+def form(value: Any, keys: set[str]) -> dict[str, Any]:
+    """``value.to_json()``, after checking that it has exactly ``keys`` and is plain
+    canonical JSON that survives a round trip through the canonical encoder and through
+    ``json`` unchanged."""
+    document = value.to_json()
+    assert set(document) == keys
     assert decode(encode(document)) == document
     assert json.loads(json.dumps(document)) == document
     return document
 
 
+def attempt_of(kind: type[Any], retry_index: int, **fields: Any) -> Any:
+    """A guard or terminal receipt (``kind``) of attempt ``retry_index`` of :data:`SLOT`."""
+    attempt_id = run_attempt_id(SLOT, retry_index)
+    return kind(attempt_id=attempt_id, slot_id=SLOT, retry_index=retry_index, **fields)
+
+
 @st.composite
 def guards(draw: st.DrawFn, state: AttemptState | None = None) -> OwnedAttempt:
-    retry_index = draw(indices)
     claimed = draw(st.booleans())
-    return OwnedAttempt(
-        attempt_id=run_attempt_id(SLOT, retry_index),
-        slot_id=SLOT,
-        retry_index=retry_index,
+    guard: OwnedAttempt = attempt_of(
+        OwnedAttempt,
+        draw(indices),
         state=draw(st.sampled_from(AttemptState)) if state is None else state,
         revision=draw(indices),
         owner_token=draw(texts),
         lease_id=draw(texts),
         claim_lease_id=draw(texts) if claimed else None,
     )
+    return guard
 
 
 @st.composite
 def terminals(draw: st.DrawFn) -> TerminalAttempt:
-    retry_index = draw(indices)
-    return TerminalAttempt(
-        attempt_id=run_attempt_id(SLOT, retry_index),
-        slot_id=SLOT,
-        retry_index=retry_index,
+    terminal: TerminalAttempt = attempt_of(
+        TerminalAttempt,
+        draw(indices),
         state=draw(st.sampled_from(sorted(TERMINAL_STATES, key=lambda s: s.value))),
         revision=draw(st.integers(2, MAX_SAFE_INTEGER)),
         finished_at_ns=draw(times),
         event_sequence=draw(sequences),
     )
+    return terminal
 
 
 artifacts = st.builds(testing.artifact, st.sampled_from(ArtifactKind), texts, verified_at_ns=times)
@@ -131,16 +138,14 @@ def claimed_by(guard: OwnedAttempt) -> tuple[object, ...]:
 def test_a_guard_names_its_attempt_state_revision_and_whether_it_holds_a_claim(
     guard: OwnedAttempt,
 ) -> None:
-    document = plain(guard.to_json())
-    assert set(document) == GUARD_KEYS
+    document = form(guard, GUARD_KEYS)
     assert guard_fields(document) == (*claimed_by(guard), guard.claim_lease_id is not None)
 
 
 def test_a_guard_form_leaves_out_its_owner_token_and_lease_ids() -> None:
-    guard = OwnedAttempt(
-        attempt_id=run_attempt_id(SLOT, 3),
-        slot_id=SLOT,
-        retry_index=3,
+    guard = attempt_of(
+        OwnedAttempt,
+        3,
         state=AttemptState.FINALIZING,
         revision=7,
         owner_token="owner-credential-5f1e",
@@ -160,8 +165,7 @@ def test_a_claim_disposition_is_its_guard_form_whose_claimed_is_the_decision(
 ) -> None:
     claimed = guard.claim_lease_id is not None
     disposition = ClaimDisposition(attempt=guard, claimed=claimed)
-    document = plain(disposition.to_json())
-    assert set(document) == GUARD_KEYS
+    document = form(disposition, GUARD_KEYS)
     assert guard_fields(document) == (*claimed_by(guard), disposition.claimed)
     assert document == guard.to_json()
 
@@ -194,13 +198,16 @@ def observation_receipts(draw: st.DrawFn) -> ObservationReceipt:
 def test_an_observation_receipt_is_its_guard_form_plus_what_the_call_did(
     receipt: ObservationReceipt,
 ) -> None:
-    document = plain(receipt.to_json())
-    assert set(document) == GUARD_KEYS | {
-        "event_sequence",
-        "observation_id",
-        "selected",
-        "selection",
-    }
+    document = form(
+        receipt,
+        GUARD_KEYS
+        | {
+            "event_sequence",
+            "observation_id",
+            "selected",
+            "selection",
+        },
+    )
     assert guard_fields(document) == guard_fields(receipt.attempt.to_json())
     read_back = (
         document["observation_id"],
@@ -237,8 +244,7 @@ def test_a_receipt_that_changed_nothing_writes_null_for_its_event_and_selection(
 def test_a_terminal_receipt_writes_its_finish_time_as_a_decimal_string(
     terminal: TerminalAttempt,
 ) -> None:
-    document = plain(terminal.to_json())
-    assert set(document) == TERMINAL_KEYS
+    document = form(terminal, TERMINAL_KEYS)
     finished = document["finished_at_ns"]
     assert isinstance(finished, str)
     read_back = (
@@ -260,10 +266,9 @@ def test_a_terminal_receipt_writes_its_finish_time_as_a_decimal_string(
 
 
 def test_a_finish_time_at_the_top_of_the_range_stays_exact() -> None:
-    terminal = TerminalAttempt(
-        attempt_id=run_attempt_id(SLOT, 0),
-        slot_id=SLOT,
-        retry_index=0,
+    terminal = attempt_of(
+        TerminalAttempt,
+        0,
         state=AttemptState.ACCEPTED,
         revision=2,
         finished_at_ns=MAX_NS,
@@ -272,24 +277,18 @@ def test_a_finish_time_at_the_top_of_the_range_stays_exact() -> None:
     assert terminal.to_json()["finished_at_ns"] == "9223372036854775807" == str(2**63 - 1)
 
 
-@given(guards(), artifacts)
-def test_a_published_artifact_nests_the_artifact_document_and_the_guard_form(
-    guard: OwnedAttempt, artifact: ArtifactRegistration
+@given(guards(), terminals(), artifacts)
+def test_a_published_receipt_nests_the_artifact_document_and_its_receipt_form(
+    guard: OwnedAttempt, terminal: TerminalAttempt, artifact: ArtifactRegistration
 ) -> None:
-    document = plain(PublishedArtifact(attempt=guard, artifact=artifact).to_json())
-    assert set(document) == {"artifact", "attempt"}
-    assert ArtifactRegistration.from_json(document["artifact"]) == artifact
-    assert document["attempt"] == guard.to_json()
-
-
-@given(terminals(), artifacts)
-def test_a_published_finalization_nests_the_artifact_document_and_the_terminal_form(
-    terminal: TerminalAttempt, artifact: ArtifactRegistration
-) -> None:
-    document = plain(PublishedFinalization(terminal=terminal, artifact=artifact).to_json())
-    assert set(document) == {"artifact", "terminal"}
-    assert ArtifactRegistration.from_json(document["artifact"]) == artifact
-    assert document["terminal"] == terminal.to_json()
+    published = {
+        "attempt": (PublishedArtifact(attempt=guard, artifact=artifact), guard),
+        "terminal": (PublishedFinalization(terminal=terminal, artifact=artifact), terminal),
+    }
+    for key, (receipt, inner) in published.items():
+        document = form(receipt, {"artifact", key})
+        assert ArtifactRegistration.from_json(document["artifact"]) == artifact
+        assert document[key] == inner.to_json()
 
 
 # --- the committed event ----------------------------------------------------------------------
@@ -302,8 +301,7 @@ def test_a_committed_event_writes_its_time_as_a_string_and_its_payload_as_hex(
     event = CommittedEvent(
         sequence=sequence, kind=kind, attempt_id=attempt_id, at_ns=at_ns, payload=payload
     )
-    document = plain(event.to_json())
-    assert set(document) == {"at_ns", "attempt_id", "kind", "payload_hex", "sequence"}
+    document = form(event, {"at_ns", "attempt_id", "kind", "payload_hex", "sequence"})
     payload_hex = document["payload_hex"]
     assert isinstance(payload_hex, str) and payload_hex == payload_hex.lower()
     at_text = document["at_ns"]
@@ -323,51 +321,41 @@ def test_a_committed_event_writes_its_time_as_a_string_and_its_payload_as_hex(
 
 @given(rejections)
 def test_a_rejection_round_trips_with_its_message(rejected: RejectedArtifact) -> None:
-    document = plain(rejected.to_json())
-    assert set(document) == {"code", "message", "path"}
+    document = form(rejected, {"code", "message", "path"})
     read_back = RejectedArtifact(**document)
     assert (read_back, read_back.message) == (rejected, rejected.message)
 
 
-@given(
-    st.lists(terminals(), max_size=3),
-    st.lists(artifacts, max_size=3),
-    st.lists(store_paths, max_size=3),
-    st.lists(store_paths, max_size=3),
-    st.lists(rejections, max_size=3),
-)
-def test_a_recovery_report_writes_each_list_in_the_report_order(
-    terminal_list: list[TerminalAttempt],
-    imported: list[ArtifactRegistration],
-    quarantined: list[str],
-    busy: list[str],
-    rejected: list[RejectedArtifact],
-) -> None:
-    report = RecoveryReport(
-        terminals=tuple(terminal_list),
-        imported_artifacts=tuple(imported),
-        quarantined_stages=tuple(quarantined),
-        busy_stages=tuple(busy),
-        rejected_artifacts=tuple(rejected),
+reports = st.fixed_dictionaries(
+    {
+        "terminals": st.lists(terminals(), max_size=3).map(tuple),
+        "imported_artifacts": st.lists(artifacts, max_size=3).map(tuple),
+        "quarantined_stages": st.lists(store_paths, max_size=3).map(tuple),
+        "busy_stages": st.lists(store_paths, max_size=3).map(tuple),
+        "rejected_artifacts": st.lists(rejections, max_size=3).map(tuple),
+    }
+).map(lambda fields: RecoveryReport(**fields))
+
+
+@given(reports)
+def test_a_recovery_report_writes_each_list_in_the_report_order(report: RecoveryReport) -> None:
+    document = form(report, REPORT_KEYS)
+    read_back = (
+        [ArtifactRegistration.from_json(item) for item in document["imported_artifacts"]],
+        document["quarantined_stages"],
+        document["busy_stages"],
+        [RejectedArtifact(**item) for item in document["rejected_artifacts"]],
+        [item["message"] for item in document["rejected_artifacts"]],
     )
-    document: dict[str, Any] = plain(report.to_json())
-    assert set(document) == REPORT_KEYS
-    read_back = RecoveryReport(
-        terminals=report.terminals,  # a terminal's form has no slot id to rebuild it from
-        imported_artifacts=tuple(
-            map(ArtifactRegistration.from_json, document["imported_artifacts"])
-        ),
-        quarantined_stages=tuple(document["quarantined_stages"]),
-        busy_stages=tuple(document["busy_stages"]),
-        rejected_artifacts=tuple(RejectedArtifact(**r) for r in document["rejected_artifacts"]),
+    assert read_back == (
+        list(report.imported_artifacts),
+        list(report.quarantined_stages),
+        list(report.busy_stages),
+        list(report.rejected_artifacts),
+        [item.message for item in report.rejected_artifacts],
     )
-    assert read_back == report
+    # A terminal's form has no slot id to rebuild it from: it is compared as a form.
     assert document["terminals"] == [terminal.to_json() for terminal in report.terminals]
-    assert [r["message"] for r in document["rejected_artifacts"]] == [
-        r.message for r in report.rejected_artifacts
-    ]
-    for key in ("quarantined_stages", "busy_stages"):  # the report's order: by path
-        assert document[key] == sorted(document[key])
     assert report.counts() == {key: len(document[key]) for key in sorted(REPORT_KEYS)}
 
 
