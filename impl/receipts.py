@@ -4,11 +4,19 @@ subscribers after commit.
 
 Rules of this file: value layer; validated frozen values only (no I/O, no SQLite, no clock).
 A guard is opaque to callers: the writer checks every field of it against the database.
+
+Each value's ``to_json()`` is its one JSON form: plain JSON (dicts, lists, strings,
+integers, booleans, null) following the conventions of the conformance vectors
+(``vectors/README.md``, "Results"; SPEC.md section 10): ``*_ns`` times as decimal strings,
+bytes as lowercase hex under a ``*_hex`` key, states by their value. A guard's form leaves
+out its owner token (the owner's credential, which its ``repr`` hides too) and its lease
+ids, saying only whether it holds a claim.
 """
 
 from __future__ import annotations
 
 import attrs
+from runstore.canonical import JSON, ns_to_json
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.errors import IdentityMismatchError, InvalidRecordError, OutOfRangeError
 from runstore.identity import ATTEMPT, ATTEMPT_SLOT, check_index, check_typed_id, run_attempt_id
@@ -63,6 +71,18 @@ class OwnedAttempt:
         the claim lease ``claim_lease_id`` (None when it holds no claim)."""
         return attrs.evolve(self, state=state, revision=revision, claim_lease_id=claim_lease_id)
 
+    def to_json(self) -> dict[str, JSON]:
+        """``{attempt_id, claimed, retry_index, revision, state}``: ``claimed`` is whether the
+        guard holds a claim lease. The owner token, the lease ids and the slot id are not
+        written (the attempt id names the attempt, and through it its slot)."""
+        return {
+            "attempt_id": self.attempt_id,
+            "claimed": self.claim_lease_id is not None,
+            "retry_index": self.retry_index,
+            "revision": self.revision,
+            "state": self.state.value,
+        }
+
 
 @attrs.frozen(kw_only=True)
 class ClaimDisposition:
@@ -78,6 +98,11 @@ class ClaimDisposition:
             raise InvalidRecordError("a claim disposition's attempt must be finalizing")
         if self.claimed != (self.attempt.claim_lease_id is not None):
             raise InvalidRecordError("claimed must match whether the attempt holds a claim lease")
+
+    def to_json(self) -> dict[str, JSON]:
+        """The guard's form (:meth:`OwnedAttempt.to_json`), whose ``claimed`` is the claim
+        decision."""
+        return {**self.attempt.to_json(), "claimed": self.claimed}
 
 
 @attrs.frozen(kw_only=True)
@@ -100,6 +125,18 @@ class ObservationReceipt:
             raise InvalidRecordError("a selecting call leaves its own observation selected")
         if self.event_sequence is not None and self.event_sequence < 1:
             raise OutOfRangeError("event_sequence starts at 1")
+
+    def to_json(self) -> dict[str, JSON]:
+        """The guard's form (:meth:`OwnedAttempt.to_json`) plus ``event_sequence`` (null
+        when the call changed nothing), ``observation_id``, ``selected`` and ``selection``
+        (null when the slot has no selection)."""
+        return {
+            **self.attempt.to_json(),
+            "event_sequence": self.event_sequence,
+            "observation_id": self.observation_id,
+            "selected": self.selected,
+            "selection": self.selection,
+        }
 
 
 @attrs.frozen(kw_only=True)
@@ -125,6 +162,19 @@ class TerminalAttempt:
         if self.event_sequence < 1:
             raise OutOfRangeError("event_sequence starts at 1")
 
+    def to_json(self) -> dict[str, JSON]:
+        """``{attempt_id, event_sequence, finished_at_ns, retry_index, revision, state}``,
+        ``finished_at_ns`` a decimal string. The slot id is not written (the attempt id
+        names the attempt, and through it its slot)."""
+        return {
+            "attempt_id": self.attempt_id,
+            "event_sequence": self.event_sequence,
+            "finished_at_ns": ns_to_json(self.finished_at_ns),
+            "retry_index": self.retry_index,
+            "revision": self.revision,
+            "state": self.state.value,
+        }
+
 
 @attrs.frozen(kw_only=True)
 class CommittedEvent:
@@ -136,6 +186,18 @@ class CommittedEvent:
     at_ns: int
     payload: bytes
     """The canonical JSON bytes stored in ``events.payload_json``."""
+
+    def to_json(self) -> dict[str, JSON]:
+        """``{at_ns, attempt_id, kind, payload_hex, sequence}``: ``at_ns`` a decimal string,
+        ``attempt_id`` null for an event of no attempt, ``payload_hex`` the payload bytes
+        exactly (SPEC.md section 7)."""
+        return {
+            "at_ns": ns_to_json(self.at_ns),
+            "attempt_id": self.attempt_id,
+            "kind": self.kind,
+            "payload_hex": self.payload.hex(),
+            "sequence": self.sequence,
+        }
 
 
 @attrs.frozen(kw_only=True)
@@ -149,6 +211,10 @@ class PublishedArtifact:
         validator=attrs.validators.instance_of(ArtifactRegistration)
     )
 
+    def to_json(self) -> dict[str, JSON]:
+        """``{artifact, attempt}``: the artifact document and the guard's form."""
+        return {"artifact": self.artifact.to_json(), "attempt": self.attempt.to_json()}
+
 
 @attrs.frozen(kw_only=True)
 class PublishedFinalization:
@@ -160,3 +226,7 @@ class PublishedFinalization:
     artifact: ArtifactRegistration = attrs.field(
         validator=attrs.validators.instance_of(ArtifactRegistration)
     )
+
+    def to_json(self) -> dict[str, JSON]:
+        """``{artifact, terminal}``: the artifact document and the terminal receipt's form."""
+        return {"artifact": self.artifact.to_json(), "terminal": self.terminal.to_json()}

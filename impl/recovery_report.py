@@ -4,6 +4,11 @@ it rejects a completed object.
 Rules of this file: value layer (no I/O, no SQLite, no clock). Both the store's recovery
 (:mod:`runstore.store.recovery.recover`) and the model's (:mod:`runstore.model.recovery`) build
 these values, so the lockstep tests compare them directly.
+
+``to_json()`` is each value's one JSON form (plain JSON, as :mod:`runstore.receipts` writes
+its receipts). The recovery vectors (``vectors/recovery.json``) write a report's rejections
+as ``[path, code]`` pairs taken from this form (messages are for people and not pinned),
+and ``runstore recover`` prints a summary of it.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from typing import Final
 
 import attrs
+from runstore.canonical import JSON
 from runstore.errors import InvalidRecordError
 from runstore.receipts import TerminalAttempt
 from runstore.records import ArtifactRegistration
@@ -62,6 +68,10 @@ class RejectedArtifact:
     code: str = attrs.field(validator=_code)
     message: str = attrs.field(validator=attrs.validators.instance_of(str), eq=False)
 
+    def to_json(self) -> dict[str, JSON]:
+        """``{code, message, path}``."""
+        return {"code": self.code, "message": self.message, "path": self.path}
+
 
 def _sorted_terminals(items: tuple[TerminalAttempt, ...]) -> tuple[TerminalAttempt, ...]:
     return tuple(sorted(items, key=lambda item: item.attempt_id))
@@ -102,3 +112,23 @@ class RecoveryReport:
         """Whether the pass committed or moved anything (a second pass over a resolved
         store changes nothing)."""
         return bool(self.terminals or self.imported_artifacts or self.quarantined_stages)
+
+    def counts(self) -> dict[str, int]:
+        """How many items each list of :meth:`to_json` holds, under the same keys (what a
+        run's ``recovered`` event and ``runstore recover``'s table show)."""
+        document = self.to_json()
+        return {key: len(value) for key, value in document.items() if isinstance(value, list)}
+
+    def to_json(self) -> dict[str, JSON]:
+        """``{busy_stages, imported_artifacts, quarantined_stages, rejected_artifacts,
+        terminals}``, each a list in the report's order: stage paths, artifact documents
+        (:meth:`~runstore.records.ArtifactRegistration.to_json`), rejections
+        (:meth:`RejectedArtifact.to_json`) and terminal receipts
+        (:meth:`~runstore.receipts.TerminalAttempt.to_json`)."""
+        return {
+            "busy_stages": list(self.busy_stages),
+            "imported_artifacts": [artifact.to_json() for artifact in self.imported_artifacts],
+            "quarantined_stages": list(self.quarantined_stages),
+            "rejected_artifacts": [rejected.to_json() for rejected in self.rejected_artifacts],
+            "terminals": [terminal.to_json() for terminal in self.terminals],
+        }

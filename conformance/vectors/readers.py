@@ -1,15 +1,18 @@
 """Reading the plain-JSON forms the vector files share (``vectors/README.md``), as an
-independent implementation would: leases, retry authorizations, terminal outcomes, writer
-operations (replayed on any writer) and the documents of their results. Used by
-``test_vectors.py`` (events), ``test_vectors_outcomes.py`` and
-``test_vectors_recovery.py`` (which adds the ``recover`` operation and its report);
-independent of the generator's own encoders in ``tools/vectorgen``.
+independent implementation would: leases, retry authorizations, terminal outcomes and
+writer operations (replayed on any writer, each returned guard kept as its attempt's
+latest). Used by ``test_vectors.py`` (events), ``test_outcomes.py`` and
+``test_recovery.py`` (which adds the ``recover`` operation and its report); independent of
+the generator's cases and encoders in ``tools/vectorgen``. A result is compared with the
+file through its own ``to_json()`` (:func:`result_document`), whose encoding of each field
+``conformance/values/test_receipts.py`` checks on its own.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +40,7 @@ from runstore import (
     TerminalAttempt,
     TerminalOutcome,
 )
-from runstore.canonical import ns_from_json, ns_to_json
+from runstore.canonical import ns_from_json
 from runstore.testing.lockstep import Writer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +50,12 @@ def generator(name: str) -> Any:
     """The generator module ``tools/vectorgen/<name>.py`` (``tools/`` is on the tests'
     path: pyproject's ``pythonpath``)."""
     return importlib.import_module(f"vectorgen.{name}")
+
+
+def assert_current(name: str) -> None:
+    """``vectors/<name>.json`` is what ``tools/vectorgen/<name>.py`` builds."""
+    committed = (ROOT / "vectors" / f"{name}.json").read_text(encoding="utf-8")
+    assert committed == generator(name).build(), f"vectors/{name}.json is stale: run tools/regen"
 
 
 def read_vector_file(name: str) -> dict[str, Any]:
@@ -92,7 +101,32 @@ def pairs(references: list[list[str]]) -> list[tuple[str, str]]:
 
 
 def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
-    """Apply one operation; a guarded one's ``attempt_id`` names the latest guard."""
+    """Apply one operation and return its result; a guarded one's ``attempt_id`` names the
+    latest guard in ``guards``, and the guard a call returns (alone, in a disposition or in
+    an observation receipt) becomes its attempt's latest."""
+    result = _apply(writer, operation, guards)
+    guard = result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
+    if isinstance(guard, OwnedAttempt):
+        guards[guard.attempt_id] = guard
+    return result
+
+
+def replay_checked(
+    writer: Writer,
+    operation: dict[str, Any],
+    guards: dict[str, OwnedAttempt],
+    committed: Callable[[], Sequence[int]],
+) -> object:
+    """:func:`replay` one operation, checking its result against the file's and the
+    sequences of the events it committed (``committed()``: every sequence so far)."""
+    before = len(committed())
+    result = replay(writer, operation, guards)
+    assert result_document(result) == operation["result"], operation["name"]
+    assert list(committed()[before:]) == operation["event_sequences"], operation["name"]
+    return result
+
+
+def _apply(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
     name, a = operation["operation"], operation["arguments"]
     if name == "register_slots":
         return writer.register_slots(
@@ -140,41 +174,20 @@ def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAtt
     )
 
 
+RECEIPTS = (OwnedAttempt, ClaimDisposition, ObservationReceipt, TerminalAttempt, RecoveryReport)
+"""What a writer call or a recovery pass returns, besides a registration's slot id."""
+
+
 def result_document(result: object) -> dict[str, Any]:
-    if isinstance(result, RecoveryReport):
-        return {
-            "terminals": [result_document(terminal) for terminal in result.terminals],
-            "imported_artifacts": [artifact.to_json() for artifact in result.imported_artifacts],
-            "quarantined_stages": list(result.quarantined_stages),
-            "busy_stages": list(result.busy_stages),
-            "rejected_artifacts": [[r.path, r.code] for r in result.rejected_artifacts],
-        }
+    """The JSON a file pins for ``result``: ``{slot_id}`` for a registration, the receipt's
+    own ``to_json()``, and a recovery report's with its rejections as ``[path, code]``
+    pairs (their messages are not pinned)."""
     if isinstance(result, str):
         return {"slot_id": result}
-    if isinstance(result, ClaimDisposition):
-        return {**result_document(result.attempt), "claimed": result.claimed}
-    if isinstance(result, ObservationReceipt):
-        return {
-            **result_document(result.attempt),
-            "observation_id": result.observation_id,
-            "selected": result.selected,
-            "selection": result.selection,
-            "event_sequence": result.event_sequence,
-        }
-    if isinstance(result, OwnedAttempt):
-        return {
-            "attempt_id": result.attempt_id,
-            "retry_index": result.retry_index,
-            "state": result.state.value,
-            "revision": result.revision,
-            "claimed": result.claim_lease_id is not None,
-        }
-    assert isinstance(result, TerminalAttempt)
-    return {
-        "attempt_id": result.attempt_id,
-        "retry_index": result.retry_index,
-        "state": result.state.value,
-        "revision": result.revision,
-        "finished_at_ns": ns_to_json(result.finished_at_ns),
-        "event_sequence": result.event_sequence,
-    }
+    assert isinstance(result, RECEIPTS), type(result).__name__
+    document: dict[str, Any] = result.to_json()
+    if isinstance(result, RecoveryReport):
+        document["rejected_artifacts"] = [
+            [r["path"], r["code"]] for r in document["rejected_artifacts"]
+        ]
+    return document

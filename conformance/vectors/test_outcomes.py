@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 from runstore import (
-    ClaimDisposition,
-    ObservationReceipt,
     OwnedAttempt,
     RunStore,
     TerminalOutcome,
@@ -30,23 +28,18 @@ from runstore.store.publication import outcome_document as store_builder
 from runstore.testing.lockstep import ModelWriter, Writer
 
 from conformance.vectors.readers import (
-    generator,
+    assert_current,
     outcome_of,
     pairs,
     read_vector_file,
-    replay,
-    result_document,
+    replay_checked,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-FILE = ROOT / "vectors" / "outcomes.json"
 TERMINAL = {"accepted", "censored", "failed", "superseded"}
 
 
 def test_the_committed_file_is_what_the_generator_builds() -> None:
-    assert FILE.read_text(encoding="utf-8") == generator("outcomes").build(), (
-        "vectors/outcomes.json is stale: regenerate it"
-    )
+    assert_current("outcomes")
 
 
 # --- reading only the file --------------------------------------------------------------------
@@ -61,15 +54,7 @@ def play(writer: Writer, case: dict[str, Any], events: list[int]) -> None:
     (``events`` grows with each committed event's sequence)."""
     guards: dict[str, OwnedAttempt] = {}
     for operation in case["operations"]:
-        before = len(events)
-        result = replay(writer, operation, guards)
-        assert result_document(result) == operation["result"], operation["name"]
-        assert events[before:] == operation["event_sequences"], operation["name"]
-        guard = (
-            result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
-        )
-        if isinstance(guard, OwnedAttempt):
-            guards[guard.attempt_id] = guard
+        replay_checked(writer, operation, guards, lambda: events)
 
 
 def arguments(case: dict[str, Any]) -> tuple[str, TerminalOutcome, list[tuple[str, str]], int]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,6 @@ import pytest
 from runstore import (
     TERMINAL_STATES,
     AttemptState,
-    ClaimDisposition,
-    ObservationReceipt,
     OwnedAttempt,
     RunStore,
 )
@@ -33,19 +30,15 @@ from runstore.canonical import decode, encode
 from runstore.model import outcome_document as model_builder
 from runstore.store.publication import objects
 from runstore.testing.disk import disk_view
-from runstore.testing.lockstep import ModelWriter, Writer
+from runstore.testing.lockstep import ModelWriter
 
-from conformance.vectors.readers import generator, read_vector_file, replay, result_document
+from conformance.vectors.readers import assert_current, read_vector_file, replay_checked
 
-ROOT = Path(__file__).resolve().parents[2]
-FILE = ROOT / "vectors" / "recovery.json"
 NONTERMINAL = {state.value for state in AttemptState if state not in TERMINAL_STATES}
 
 
 def test_the_committed_file_is_what_the_generator_builds() -> None:
-    assert FILE.read_text(encoding="utf-8") == generator("recovery").build(), (
-        "vectors/recovery.json is stale: regenerate it"
-    )
+    assert_current("recovery")
 
 
 # --- reading only the file --------------------------------------------------------------------
@@ -54,23 +47,6 @@ def test_the_committed_file_is_what_the_generator_builds() -> None:
 VECTORS = read_vector_file("recovery.json")
 CASES = VECTORS["recoveries"]
 IDS = [case["name"] for case in CASES]
-
-
-def step(
-    writer: Writer,
-    operation: dict[str, Any],
-    guards: dict[str, OwnedAttempt],
-    committed: Callable[[], list[int]],
-) -> None:
-    """Replay one operation on ``writer``, checking its result and the sequences of the
-    events it committed (``committed()``: every sequence so far)."""
-    before = len(committed())
-    result = replay(writer, operation, guards)
-    assert result_document(result) == operation["result"], operation["name"]
-    assert committed()[before:] == operation["event_sequences"], operation["name"]
-    guard = result.attempt if isinstance(result, ClaimDisposition | ObservationReceipt) else result
-    if isinstance(guard, OwnedAttempt):
-        guards[guard.attempt_id] = guard
 
 
 def pinned_document(case: dict[str, Any]) -> Any:
@@ -92,11 +68,11 @@ def test_recovery_publishes_the_pinned_bytes(case: dict[str, Any], tmp_path: Pat
     with RunStore.open(root) as store:
         store.subscribe(lambda event: delivered.append(event.sequence))
         for operation in case["operations"]:
-            step(store, operation, store_guards, lambda: delivered)
-            step(model, operation, model_guards, modelled)
+            replay_checked(store, operation, store_guards, lambda: delivered)
+            replay_checked(model, operation, model_guards, modelled)
         # The model looks at the disk as the store's pass will find it (no final object).
-        step(model, case["recover"], model_guards, modelled)
-        step(store, case["recover"], store_guards, lambda: delivered)
+        replay_checked(model, case["recover"], model_guards, modelled)
+        replay_checked(store, case["recover"], store_guards, lambda: delivered)
         database_path = store.database_path
 
     pinned = case["final_artifact"]

@@ -12,15 +12,16 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.table import Table
 from runstore.canonical import JSON
-from runstore.cli import output
+from runstore.cli import output, render
 from runstore.errors import RunStoreError
 
 EXIT_OK = 0
@@ -154,25 +155,12 @@ def recover(store: Store, as_json: Json = False) -> None:
 
     with _errors(as_json), RunStore.open(os.path.abspath(store)) as opened:
         report = opened.recover(time.time_ns)
-    document: dict[str, JSON] = {
-        "busy_stages": list(report.busy_stages),
-        "imported_artifacts": [a.id for a in report.imported_artifacts],
-        "quarantined_stages": list(report.quarantined_stages),
-        "rejected_artifacts": [
-            {"code": r.code, "message": r.message, "path": r.path}
-            for r in report.rejected_artifacts
-        ],
-        "terminals": [{"attempt": t.attempt_id, "state": t.state.value} for t in report.terminals],
-    }
     if as_json:
-        output.print_json(document)
+        output.print_json(render.recovery_summary(report))
         return
-    rows = [
-        [key, len(value) if isinstance(value, list) else value] for key, value in document.items()
-    ]
-    output.print_tables([output.table("recovery", ["item", "count"], rows)])
-    for rejected in report.rejected_artifacts:
-        typer.echo(f"rejected {rejected.path}: {rejected.code}: {rejected.message}")
+    output.print_tables(render.recovery_tables(report))
+    for line in render.recovery_lines(report):
+        typer.echo(line)
 
 
 @app.command()
@@ -190,12 +178,7 @@ def status(
 
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
         report = read_status(snapshot, campaign=campaign)
-    if as_json:
-        output.print_json(report.to_json())
-        return
-    from runstore.cli.render import status_tables
-
-    output.print_tables(status_tables(report))
+    _document_or_tables(report, render.status_tables, as_json=as_json)
 
 
 @app.command(epilog="Example:\n\n  runstore explain codecs/zlib-6/text --store /tmp/codecs")
@@ -212,12 +195,7 @@ def explain(
 
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
         explanation = read_explanation(snapshot, target)
-    if as_json:
-        output.print_json(explanation.to_json())
-        return
-    from runstore.cli.render import explain_tables
-
-    output.print_tables(explain_tables(explanation))
+    _document_or_tables(explanation, render.explain_tables, as_json=as_json)
 
 
 @app.command(epilog="Example:\n\n  runstore validate --store /tmp/codecs --quick")
@@ -231,12 +209,11 @@ def validate(
     """Check a private copy of the store: SQLite integrity, the exact schema, every id,
     the invariants, and every artifact against its manifest and address. Exit 0 only when
     nothing is found, 1 with findings."""
-    from runstore.cli.render import validation_lines
     from runstore.inspection.validate import validate_store
 
     with _errors(as_json):
         report = validate_store(os.path.abspath(store), quick=quick)
-    _verdict(report.to_json(), validation_lines(report), as_json=as_json)
+    _verdict(report.to_json(), render.validation_lines(report), as_json=as_json)
 
 
 @app.command(epilog="Example:\n\n  runstore audit --store /tmp/codecs")
@@ -245,12 +222,11 @@ def audit(store: Store, as_json: Json = False) -> None:
     require the model's projection to equal the store's. Exit 0 when they agree, 1 with
     the first divergent event."""
     from runstore.audit import audit as replay
-    from runstore.cli.render import audit_lines
     from runstore.inspection.snapshot import Snapshot
 
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
         report = replay(snapshot)
-    _verdict(report.to_json(), audit_lines(report), as_json=as_json)
+    _verdict(report.to_json(), render.audit_lines(report), as_json=as_json)
 
 
 @app.command(epilog="Example:\n\n  runstore export --store /tmp/codecs --out /tmp/codecs-export")
@@ -300,6 +276,16 @@ def report(
         output.print_json({"html": written})
     else:
         typer.echo(f"wrote {written}")
+
+
+def _document_or_tables(
+    value: render.Documented, tables: Callable[[Any], list[Table]], *, as_json: bool
+) -> None:
+    """Print a reader's document (``--json``) or the tables ``tables`` draws of it."""
+    if as_json:
+        output.print_json(value.to_json())
+    else:
+        output.print_tables(tables(value))
 
 
 def _verdict(document: dict[str, JSON], lines: list[str], *, as_json: bool) -> NoReturn:

@@ -1,5 +1,5 @@
 """Human-readable tables and lines for the reading commands (``status``, ``explain``,
-``validate``, ``audit``).
+``validate``, ``audit``) and for ``recover``, and ``recover``'s ``--json`` summary.
 
 Rules of this file: rendering only, from the reader's JSON documents (the same ones
 ``--json`` prints), so the tables can never show something ``--json`` does not.
@@ -19,6 +19,10 @@ STATES = ("pending", "running", "accepted", "failed", "interrupted", "censored",
 
 class Documented(Protocol):
     def to_json(self) -> Any: ...
+
+
+class Counted(Protocol):
+    def counts(self) -> dict[str, int]: ...
 
 
 def status_tables(report: Documented) -> list[Table]:
@@ -140,4 +144,31 @@ def audit_lines(report: Documented) -> list[str]:
     return [
         f"{divergence['code']}: {where}{attempt}: {divergence['message']}",
         f"audit {document['root']}: diverged; {replayed} in the log",
+    ]
+
+
+def recovery_summary(report: Documented) -> dict[str, Any]:
+    """What ``recover --json`` prints: the report's document (``RecoveryReport.to_json``)
+    with each terminal receipt cut to ``{attempt, state}`` (its attempt id and state) and
+    each imported artifact to its id, the summary the command has always printed."""
+    document = report.to_json()
+    terminals = document["terminals"]
+    return {
+        **document,
+        "imported_artifacts": [artifact["id"] for artifact in document["imported_artifacts"]],
+        "terminals": [{"attempt": t["attempt_id"], "state": t["state"]} for t in terminals],
+    }
+
+
+def recovery_tables(report: Counted) -> list[Table]:
+    """``recover``'s table: how many items each list of the report holds."""
+    rows = [[key, count] for key, count in report.counts().items()]
+    return [table("recovery", ["item", "count"], rows)]
+
+
+def recovery_lines(report: Documented) -> list[str]:
+    """``recover``'s text after its table: one line per rejected object."""
+    return [
+        f"rejected {rejected['path']}: {rejected['code']}: {rejected['message']}"
+        for rejected in report.to_json()["rejected_artifacts"]
     ]

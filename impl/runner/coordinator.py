@@ -162,7 +162,7 @@ def run_campaign(
     recovery = None
     if options.resume:
         recovery = store.recover(clock)
-        report("recovered", _recovery_fields(recovery))
+        report("recovered", _recovered(recovery))
     policy = RetryPolicy(resume=options.resume, retry_failed=options.retry_failed)
     schedule = Schedule.from_progress(applicable, store, policy, clock())
     report("planned", schedule.counts())
@@ -311,7 +311,7 @@ class _Loop:
     def _settle_waiting(self) -> None:
         if self.schedule.waiting_due(self.clock()):
             recovery = self.store.recover(self.clock)
-            self.report("recovered", _recovery_fields(recovery))
+            self.report("recovered", _recovered(recovery))
             self.schedule.reread(self.store, self.clock())
 
     def _timeout_s(self) -> float:
@@ -347,11 +347,7 @@ def _slot_fields(slot: SlotPlan) -> dict[str, JSON]:
     }
 
 
-def _recovery_fields(report: RecoveryReport) -> dict[str, JSON]:
-    return {
-        "busy_stages": len(report.busy_stages),
-        "imported_artifacts": len(report.imported_artifacts),
-        "quarantined_stages": len(report.quarantined_stages),
-        "rejected_artifacts": len(report.rejected_artifacts),
-        "terminals": len(report.terminals),
-    }
+def _recovered(report: RecoveryReport) -> dict[str, JSON]:
+    """The ``recovered`` event's fields: how many items each list of the report holds
+    (:meth:`RecoveryReport.counts`)."""
+    return {**report.counts()}

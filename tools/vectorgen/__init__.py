@@ -35,6 +35,12 @@ GENERATOR: Final = "tools/regen"
 """The ``generator`` value every file carries: the command that writes it."""
 
 
+def header(format_name: str) -> dict[str, Any]:
+    """The keys every vector file opens with: ``format`` (``format_name``, the file's name
+    for itself), ``format_version`` and ``generator``."""
+    return {"format": format_name, "format_version": FORMAT_VERSION, "generator": GENERATOR}
+
+
 def describe(value: object) -> list[Any]:
     """The language-neutral description of a Python value, JSON or not: a tagged array
     (``vectors/README.md``, "Value descriptions")."""

@@ -19,7 +19,7 @@ from runstore.canonical import (
     ns_from_json,
 )
 
-from . import FORMAT_VERSION, GENERATOR, describe, refusal_code, render
+from . import describe, header, refusal_code, render
 
 
 def _nested(depth: int, *, objects: bool) -> JSON:
@@ -187,9 +187,7 @@ def document() -> dict[str, Any]:
             }
         )
     return {
-        "format": "runstore canonical JSON vectors",
-        "format_version": FORMAT_VERSION,
-        "generator": GENERATOR,
+        **header("runstore canonical JSON vectors"),
         "encode": encode_cases,
         "encode_refused": [
             {"name": name, "value": describe(value), "error_code": refusal_code(encode, value)}

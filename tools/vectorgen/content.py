@@ -27,7 +27,7 @@ from runstore.manifest import (
 from runstore.store.publication import objects
 from runstore.tree_hash import Entry, tree_sha256
 
-from . import FORMAT_VERSION, GENERATOR, refusal_code, render
+from . import header, refusal_code, render
 
 Case = list[dict[str, Any]]
 """A tree: entry descriptions as they appear in the file."""
@@ -280,9 +280,7 @@ def document() -> dict[str, Any]:
     for _, name in NAMES_ACCEPTED:
         check_entry_name(name)
     return {
-        "format": "runstore content vectors",
-        "format_version": FORMAT_VERSION,
-        "generator": GENERATOR,
+        **header("runstore content vectors"),
         "tree_hashes": [
             {"name": name, "entries": tree, "tree_sha256": tree_sha256(map(entry, tree))}
             for name, tree in TREES

@@ -17,6 +17,7 @@ their payload bytes included, must equal the model's. Anything else raises
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -28,21 +29,19 @@ from runstore import (
     AttemptSlot,
     AttemptState,
     Censored,
-    ClaimDisposition,
+    CommittedEvent,
     Failed,
     FirstAttempt,
     LeaseRequest,
     Next,
     Observation,
-    ObservationReceipt,
     ObservationSlot,
-    OwnedAttempt,
+    RecoveryReport,
     ResolvedRun,
     Retry,
     RetryAuthorization,
     RunStore,
     Superseded,
-    TerminalAttempt,
     testing,
 )
 from runstore import model as m
@@ -51,9 +50,10 @@ from runstore.canonical import JSON
 from runstore.errors import RunStoreError
 from runstore.testing import script
 from runstore.testing.lockstep import Diverged, ModelWriter
+from runstore.testing.publishing import ClockScript
 from runstore.testing.script import Call, Context
 
-from . import FORMAT_VERSION, GENERATOR, render
+from . import header, render
 
 # --- the scenario --------------------------------------------------------------------------
 
@@ -251,9 +251,6 @@ SCENARIO: list[Call] = [
 
 # --- playing it in lockstep ----------------------------------------------------------------
 
-Event = tuple[int, str, str | None, int, bytes]
-"""``(sequence, kind, attempt_id, at_ns, canonical payload bytes)``."""
-
 
 class GenerationRefused(Exception):
     """The scenario did not play cleanly: the store and the model disagree, or a call was
@@ -269,45 +266,65 @@ class Played:
     event_sequences: tuple[int, ...]
 
 
-def play() -> tuple[list[Played], list[Event]]:
+def delivered_to(store: RunStore) -> list[CommittedEvent]:
+    """A list to which ``store`` appends every event it commits (its subscriber)."""
+    delivered: list[CommittedEvent] = []
+    store.subscribe(delivered.append)
+    return delivered
+
+
+def step(
+    name: str,
+    call: Call,
+    model: ModelWriter,
+    store: RunStore,
+    context: Context,
+    delivered: list[CommittedEvent],
+) -> tuple[object, list[int]]:
+    """Apply ``call`` in lockstep (in the file or case ``name``); returns its result and the
+    sequences of the events it committed (``delivered``, the store's subscriber, grows with
+    each), which must be the model's. Raises ``GenerationRefused`` when the two disagree,
+    or when the call is refused."""
+    before, model_before = len(delivered), len(model.state.events)
+    try:
+        result = script.apply_in_lockstep(call, model, store, context)
+    except Diverged as error:
+        raise GenerationRefused(
+            f"{name}: the store and the model disagree at {call.name!r}: {error}"
+        ) from error
+    except RunStoreError as error:
+        raise GenerationRefused(
+            f"{name}: {call.name!r} was refused ({error.code}); the scenario refuses nothing"
+        ) from error
+    sequences = [event.sequence for event in delivered[before:]]
+    modelled = [row.sequence for row in model.state.events[model_before:]]
+    if sequences != modelled:
+        raise GenerationRefused(
+            f"{name}: the store and the model disagree at {call.name!r}: "
+            f"events {sequences} and {modelled}"
+        )
+    return result, sequences
+
+
+def play() -> tuple[list[Played], list[CommittedEvent]]:
     """Play :data:`SCENARIO` in lockstep on the model and on a fresh store; returns each
     call with the store's result and the sequences of the events it committed, and every
     event the store delivered to its subscriber. Raises :class:`GenerationRefused` unless
     the two agree call by call and on the final durable projection."""
     model = ModelWriter(m.ModelState())
-    delivered: list[Event] = []
     played: list[Played] = []
     with (
         tempfile.TemporaryDirectory(prefix="runstore-vectors-") as root,
         RunStore.open(root) as store,
     ):
-        store.subscribe(
-            lambda e: delivered.append((e.sequence, e.kind, e.attempt_id, e.at_ns, e.payload))
-        )
+        delivered = delivered_to(store)
         context: Context = {}
         for call in SCENARIO:
-            before, model_before = len(delivered), len(model.state.events)
-            try:
-                result = script.apply_in_lockstep(call, model, store, context)
-            except Diverged as error:
-                raise GenerationRefused(
-                    f"the store and the model disagree at {call.name!r}: {error}"
-                ) from error
-            except RunStoreError as error:
-                raise GenerationRefused(
-                    f"{call.name!r} was refused ({error.code}); the scenario refuses nothing"
-                ) from error
-            sequences = tuple(event[0] for event in delivered[before:])
-            modelled = tuple(row.sequence for row in model.state.events[model_before:])
-            if sequences != modelled:
-                raise GenerationRefused(
-                    f"the store and the model disagree at {call.name!r}: the store committed "
-                    f"events {list(sequences)}, the model {list(modelled)}"
-                )
+            result, sequences = step("events.json", call, model, store, context, delivered)
             guard = context.get(call.attempt or "")
             if call.attempt is not None and (guard is None or guard.attempt_id != call.attempt):
                 raise GenerationRefused(f"{call.name!r}: its handle is not its attempt's id")
-            played.append(Played(call, result, sequences))
+            played.append(Played(call, result, tuple(sequences)))
         stored = store_projection(store.database_path)
     modelled_projection = model_projection(model.state)
     if stored != modelled_projection:
@@ -315,7 +332,9 @@ def play() -> tuple[list[Played], list[Event]]:
         raise GenerationRefused(
             f"the store and the model disagree on the durable projection: {', '.join(tables)}"
         )
-    if delivered != stored["events"]:
+    if [(e.sequence, e.kind, e.attempt_id, e.at_ns, e.payload) for e in delivered] != stored[
+        "events"
+    ]:
         raise GenerationRefused("the events the store delivered are not the events it committed")
     return played, delivered
 
@@ -359,6 +378,11 @@ def _argument_json(key: str, value: Any) -> JSON:
         return str(value)
     if key == "references":
         return [[role, artifact_id] for role, artifact_id in value]
+    if key == "observation_slots":  # register_slots (outcomes.json, recovery.json)
+        return [slot.to_json() for slot in value]
+    if isinstance(value, ClockScript):  # recover: the one reading the pass samples
+        (reading,) = value.samples
+        return str(reading)
     if isinstance(value, str | bool):
         return value
     raise TypeError(f"argument {key}: no JSON form for {type(value).__name__}")
@@ -373,37 +397,29 @@ def arguments_json(call: Call) -> dict[str, JSON]:
 
 
 def result_json(result: object) -> dict[str, JSON]:
-    """What a call returned, as plain JSON."""
+    """What a call returned, as plain JSON: a registration's slot id as ``{slot_id}``, a
+    receipt as its ``to_json()`` (``vectors/README.md``, "Results"), and a recovery report
+    as its ``to_json()`` with each rejection cut to a ``[path, code]`` pair (its message is
+    for people and is not pinned)."""
     if isinstance(result, str):
         return {"slot_id": result}
-    if isinstance(result, OwnedAttempt):
-        return {
-            "attempt_id": result.attempt_id,
-            "retry_index": result.retry_index,
-            "state": result.state.value,
-            "revision": result.revision,
-            "claimed": result.claim_lease_id is not None,
-        }
-    if isinstance(result, ClaimDisposition):
-        return {**result_json(result.attempt), "claimed": result.claimed}
-    if isinstance(result, ObservationReceipt):
-        return {
-            **result_json(result.attempt),
-            "observation_id": result.observation_id,
-            "selected": result.selected,
-            "selection": result.selection,
-            "event_sequence": result.event_sequence,
-        }
-    if isinstance(result, TerminalAttempt):
-        return {
-            "attempt_id": result.attempt_id,
-            "retry_index": result.retry_index,
-            "state": result.state.value,
-            "revision": result.revision,
-            "finished_at_ns": str(result.finished_at_ns),
-            "event_sequence": result.event_sequence,
-        }
-    raise TypeError(result)
+    if isinstance(result, RecoveryReport):
+        document: dict[str, Any] = result.to_json()
+        pairs = [[item["path"], item["code"]] for item in document["rejected_artifacts"]]
+        return {**document, "rejected_artifacts": pairs}
+    return result.to_json()  # a guard, a claim disposition or a receipt
+
+
+def operation_json(call: Call, result: object, sequences: Sequence[int]) -> dict[str, Any]:
+    """One entry of a file's ``operations``: the call, its arguments, its result and the
+    sequences of the events it committed."""
+    return {
+        "name": call.name,
+        "operation": call.operation,
+        "arguments": arguments_json(call),
+        "result": result_json(result),
+        "event_sequences": list(sequences),
+    }
 
 
 def document() -> dict[str, Any]:
@@ -411,30 +427,11 @@ def document() -> dict[str, Any]:
     played, events = play()
     names = {sequence: p.call.name for p in played for sequence in p.event_sequences}
     return {
-        "format": "runstore event vectors",
-        "format_version": FORMAT_VERSION,
-        "generator": GENERATOR,
-        "operations": [
-            {
-                "name": p.call.name,
-                "operation": p.call.operation,
-                "arguments": arguments_json(p.call),
-                "result": result_json(p.result),
-                "event_sequences": list(p.event_sequences),
-            }
-            for p in played
-        ],
+        **header("runstore event vectors"),
+        "operations": [operation_json(p.call, p.result, p.event_sequences) for p in played],
         "events": [
-            {
-                "name": names[sequence],
-                "sequence": sequence,
-                "kind": kind,
-                "attempt_id": attempt_id,
-                "at_ns": str(at_ns),
-                "payload_hex": payload.hex(),
-                "payload_utf8": payload.decode("utf-8"),
-            }
-            for sequence, kind, attempt_id, at_ns, payload in events
+            {"name": names[e.sequence], **e.to_json(), "payload_utf8": e.payload.decode("utf-8")}
+            for e in events
         ],
     }
 

@@ -26,7 +26,7 @@ from runstore import (
 from runstore.canonical import JSON, MAX_NS, MAX_SAFE_INTEGER, encode
 from runstore.identity import ATTEMPT, identity_input, run_attempt_id, typed_identity
 
-from . import FORMAT_VERSION, GENERATOR, refusal_code, render
+from . import header, refusal_code, render
 
 # The first record of each type is the fixed record conformance/values/test_records.py pins.
 DECISION = ApplicabilityDecision(
@@ -233,9 +233,7 @@ RECORDS_REFUSED: list[tuple[str, Any, bytes]] = [
 def document() -> dict[str, Any]:
     """The document written to ``vectors/identities.json``."""
     return {
-        "format": "runstore identity vectors",
-        "format_version": FORMAT_VERSION,
-        "generator": GENERATOR,
+        **header("runstore identity vectors"),
         "records": [
             {
                 "name": name,

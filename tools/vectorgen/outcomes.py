@@ -17,14 +17,16 @@ connection inside ``BEGIN``; the two must give the same bytes. Anything else rai
 :class:`~vectorgen.events.GenerationRefused` and nothing is written.
 
 The operations are written exactly as ``events.json`` writes its own (the argument and
-result forms of :mod:`vectorgen.events`), with ``register_slots`` added: its
-``observation_slots`` is the array of the slots' ``record_json`` documents.
+result forms of :mod:`vectorgen.events`, :func:`~vectorgen.events.operation_json`), with
+``register_slots`` added: its ``observation_slots`` is the array of the slots'
+``record_json`` documents.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -38,7 +40,6 @@ from runstore import (
     FirstAttempt,
     LeaseRequest,
     Next,
-    ObservationSlot,
     RunStore,
     Superseded,
     TerminalOutcome,
@@ -47,14 +48,13 @@ from runstore import (
 from runstore import model as m
 from runstore.audit.projection import model_projection, store_projection
 from runstore.canonical import JSON
-from runstore.errors import RunStoreError
 from runstore.model import outcome_document as model_builder
 from runstore.store.publication import outcome_document as store_builder
 from runstore.testing import script
-from runstore.testing.lockstep import Diverged, ModelWriter
+from runstore.testing.lockstep import ModelWriter
 from runstore.testing.script import Call, Context
 
-from . import FORMAT_VERSION, GENERATOR, render
+from . import header, render
 from .events import (
     CENSOR_REASON,
     EXPIRES_NS,
@@ -62,7 +62,9 @@ from .events import (
     GenerationRefused,
     arguments_json,
     at,
-    result_json,
+    delivered_to,
+    operation_json,
+    step,
 )
 
 # --- the cases -----------------------------------------------------------------------------
@@ -256,34 +258,26 @@ CASES: tuple[Case, ...] = (_accepted(), _censored(), _failed(), _superseded(), _
 # --- playing a case ------------------------------------------------------------------------
 
 
-def operation_arguments(call: Call) -> dict[str, JSON]:
-    """The call's arguments as ``events.json`` writes them; ``register_slots``'s
-    ``observation_slots`` as the array of their ``record_json`` documents."""
-    slots = call.arguments.get("observation_slots")
-    if slots is None:
-        return arguments_json(call)
-    rest = {key: value for key, value in call.arguments.items() if key != "observation_slots"}
-    document = arguments_json(attrs.evolve(call, arguments=rest))
-    document["observation_slots"] = [
-        slot.to_json() for slot in slots if isinstance(slot, ObservationSlot)
-    ]
-    return document
-
-
 def outcome_argument(outcome: TerminalOutcome) -> JSON:
     """``outcome`` in the form ``events.json`` writes a ``commit_finalization`` argument."""
     call = Call("outcome", "commit_finalization", {"outcome": outcome}, "attempt")
     return arguments_json(call)["outcome"]
 
 
-def store_document(database_path: str, case: Case) -> bytes:
-    """The store builder's bytes, on a plain connection inside ``BEGIN`` (the store is
-    closed)."""
+def store_document(
+    database_path: str,
+    attempt_id: str,
+    outcome: TerminalOutcome,
+    references: Sequence[tuple[str, str]],
+    finished_at_ns: int,
+) -> bytes:
+    """The store builder's bytes for the attempt's document, on a plain connection inside
+    ``BEGIN`` (the store is closed)."""
     connection = sqlite3.connect(database_path, isolation_level=None)
     try:
         connection.execute("BEGIN")
         data = store_builder.outcome_document(
-            connection, case.attempt_id, case.outcome, case.references, case.finished_at_ns
+            connection, attempt_id, outcome, list(references), finished_at_ns
         )
         connection.execute("ROLLBACK")
     finally:
@@ -291,61 +285,24 @@ def store_document(database_path: str, case: Case) -> bytes:
     return data
 
 
-def step(
-    name: str,
-    call: Call,
-    model: ModelWriter,
-    store: RunStore,
-    context: Context,
-    delivered: list[int],
-) -> tuple[object, list[int]]:
-    """Apply ``call`` in lockstep (case ``name``); returns its result and the sequences of
-    the events it committed (``delivered`` grows with each), which must be the model's.
-    Raises ``GenerationRefused`` otherwise."""
-    before, model_before = len(delivered), len(model.state.events)
-    try:
-        result = script.apply_in_lockstep(call, model, store, context)
-    except Diverged as error:
-        raise GenerationRefused(
-            f"{name}: the store and the model disagree at {call.name!r}: {error}"
-        ) from error
-    except RunStoreError as error:
-        raise GenerationRefused(f"{name}: {call.name!r} was refused ({error.code})") from error
-    sequences = delivered[before:]
-    modelled = [row.sequence for row in model.state.events[model_before:]]
-    if sequences != modelled:
-        raise GenerationRefused(
-            f"{name}: the store and the model disagree at {call.name!r}: "
-            f"events {sequences} and {modelled}"
-        )
-    return result, sequences
-
-
 def play(case: Case) -> tuple[list[dict[str, Any]], bytes]:
     """Play ``case`` in lockstep; returns its operations (as written to the file) and the
     document bytes both builders agree on. Raises ``GenerationRefused`` otherwise."""
     model = ModelWriter(m.ModelState())
-    delivered: list[int] = []
     operations: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="runstore-outcomes-") as root:
         with RunStore.open(root) as store:
-            store.subscribe(lambda event: delivered.append(event.sequence))
+            delivered = delivered_to(store)
             context: Context = {}
             for call in case.calls:
                 result, sequences = step(case.name, call, model, store, context, delivered)
-                operations.append(
-                    {
-                        "name": call.name,
-                        "operation": call.operation,
-                        "arguments": operation_arguments(call),
-                        "result": result_json(result),
-                        "event_sequences": sequences,
-                    }
-                )
+                operations.append(operation_json(call, result, sequences))
             database_path = store.database_path
         if store_projection(database_path) != model_projection(model.state):
             raise GenerationRefused(f"{case.name}: the durable projections disagree")
-        stored = store_document(database_path, case)
+        stored = store_document(
+            database_path, case.attempt_id, case.outcome, case.references, case.finished_at_ns
+        )
     modelled_document = model_builder.outcome_document(
         model.state, case.attempt_id, case.outcome, case.references, case.finished_at_ns
     )
@@ -375,9 +332,7 @@ def case_json(case: Case) -> dict[str, Any]:
 def document() -> dict[str, Any]:
     """The document of ``vectors/outcomes.json``."""
     return {
-        "format": "runstore outcome document vectors",
-        "format_version": FORMAT_VERSION,
-        "generator": GENERATOR,
+        **header("runstore outcome document vectors"),
         "outcomes": [case_json(case) for case in CASES],
     }
 

@@ -28,7 +28,8 @@ The operations are written exactly as ``outcomes.json`` writes its own (the argu
 result forms of :mod:`vectorgen.events`). The recovery pass is one more operation,
 ``recover``, whose ``arguments`` are ``{"clock": "<t>"}``: the single reading ``t`` the
 pass samples from its clock, a decimal string. Its ``result`` is the report as plain JSON
-(:func:`report_json`).
+(:func:`vectorgen.events.result_json`: ``RecoveryReport.to_json()`` with each rejection
+as a ``[path, code]`` pair).
 
 Not covered: an attempt with an artifact rooted under its lease (a ``leased_root``
 dependency). Roots come only from ``publish_artifact``, which writes real payload files,
@@ -38,7 +39,6 @@ and the operation form of ``events.json`` has no ``publish_artifact``.
 from __future__ import annotations
 
 import os
-import sqlite3
 import tempfile
 from typing import Any
 
@@ -56,20 +56,17 @@ from runstore import (
 )
 from runstore import model as m
 from runstore.audit.projection import model_projection, store_projection
-from runstore.canonical import JSON
 from runstore.model import outcome_document as model_builder
 from runstore.requests import interrupted_outcome
 from runstore.store.publication import objects, staging
-from runstore.store.publication import outcome_document as store_builder
 from runstore.testing import script
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter, StageTokens
 from runstore.testing.publishing import ClockScript
 from runstore.testing.script import Call, Context
 
-from . import FORMAT_VERSION, GENERATOR, outcomes, render
-from .events import GenerationRefused, at, result_json
-from .outcomes import operation_arguments
+from . import header, outcomes, render
+from .events import GenerationRefused, at, delivered_to, operation_json, step
 
 # --- the cases -----------------------------------------------------------------------------
 
@@ -172,28 +169,6 @@ def _expired_without_contending() -> Case:
 
 CASES: tuple[Case, ...] = (_expired_executing(), _expired_claim(), _expired_without_contending())
 
-# --- the report as plain JSON --------------------------------------------------------------
-
-
-def report_json(report: RecoveryReport) -> dict[str, JSON]:
-    """The report: terminal receipts in ``events.json``'s ``commit_finalization`` result
-    form, imported registrations as artifact documents, stage paths, and rejections as
-    ``[path, code]`` pairs (messages are for people and are left out)."""
-    return {
-        "terminals": [result_json(terminal) for terminal in report.terminals],
-        "imported_artifacts": [artifact.to_json() for artifact in report.imported_artifacts],
-        "quarantined_stages": list(report.quarantined_stages),
-        "busy_stages": list(report.busy_stages),
-        "rejected_artifacts": [[item.path, item.code] for item in report.rejected_artifacts],
-    }
-
-
-def recover_arguments(call: Call) -> dict[str, JSON]:
-    clock = call.arguments["clock"]
-    assert isinstance(clock, ClockScript) and len(clock.samples) == 1
-    return {"clock": str(clock.samples[0])}
-
-
 # --- playing a case ------------------------------------------------------------------------
 
 
@@ -207,25 +182,6 @@ class Played:
     final: ArtifactRegistration
     outcome: bytes
     manifest: bytes
-
-
-def _store_document(
-    database_path: str,
-    attempt_id: str,
-    outcome: TerminalOutcome,
-    references: list[tuple[str, str]],
-    finished_at_ns: int,
-) -> bytes:
-    connection = sqlite3.connect(database_path, isolation_level=None)
-    try:
-        connection.execute("BEGIN")
-        data = store_builder.outcome_document(
-            connection, attempt_id, outcome, references, finished_at_ns
-        )
-        connection.execute("ROLLBACK")
-    finally:
-        connection.close()
-    return data
 
 
 def play(case: Case) -> Played:
@@ -242,25 +198,16 @@ def play(case: Case) -> Played:
 
 def _play(case: Case, root: str) -> Played:
     model = ModelWriter(m.ModelState(), disk=lambda state: disk_view(root, state))
-    delivered: list[int] = []
     operations: list[dict[str, Any]] = []
     recover = script.recover(ClockScript(samples=(case.recover_at_ns,)))
     with RunStore.open(root) as store:
-        store.subscribe(lambda event: delivered.append(event.sequence))
+        delivered = delivered_to(store)
         context: Context = {}
         for call in case.calls:
-            result, sequences = outcomes.step(case.name, call, model, store, context, delivered)
-            operations.append(
-                {
-                    "name": call.name,
-                    "operation": call.operation,
-                    "arguments": operation_arguments(call),
-                    "result": result_json(result),
-                    "event_sequences": sequences,
-                }
-            )
+            result, sequences = step(case.name, call, model, store, context, delivered)
+            operations.append(operation_json(call, result, sequences))
         kept = (model.state.observations, model.state.selections)
-        report, sequences = outcomes.step(case.name, recover, model, store, context, delivered)
+        report, sequences = step(case.name, recover, model, store, context, delivered)
         database_path = store.database_path
     if not isinstance(report, RecoveryReport):
         raise GenerationRefused(f"{case.name}: recover returned {type(report).__name__}")
@@ -282,7 +229,7 @@ def _play(case: Case, root: str) -> Played:
     modelled = model_builder.outcome_document(
         model.state, case.attempt_id, row.outcome, references, row.finished_at_ns
     )
-    stored = _store_document(
+    stored = outcomes.store_document(
         database_path, case.attempt_id, row.outcome, references, row.finished_at_ns
     )
     final = model.state.artifacts[row.final_artifact_id]
@@ -306,14 +253,7 @@ def _play(case: Case, root: str) -> Played:
         "outcome.json",
     ]:
         raise GenerationRefused(f"{case.name}: the final object holds more than its documents")
-    operation = {
-        "name": recover.name,
-        "operation": recover.operation,
-        "arguments": recover_arguments(recover),
-        "result": report_json(report),
-        "event_sequences": sequences,
-    }
-    return Played(operations, operation, final, on_disk, manifest)
+    return Played(operations, operation_json(recover, report, sequences), final, on_disk, manifest)
 
 
 # --- rendering -----------------------------------------------------------------------------
@@ -342,9 +282,7 @@ def case_json(case: Case) -> dict[str, Any]:
 def document() -> dict[str, Any]:
     """The document of ``vectors/recovery.json``."""
     return {
-        "format": "runstore recovered failure vectors",
-        "format_version": FORMAT_VERSION,
-        "generator": GENERATOR,
+        **header("runstore recovered failure vectors"),
         "recoveries": [case_json(case) for case in CASES],
     }
 
