@@ -39,8 +39,9 @@ FAULTS = ("io", "powerloss", "all")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m runstore.crashsim",
-        description="Crash the store at its durability and SQL boundaries and compare what "
-        "survives with the model.",
+        description="Sweep each scenario: crash the store at its durability and SQL "
+        "boundaries (or fail a call, or cut the power there) and compare what survives with "
+        "the model; one line per sweep, then the suite's summary line.",
     )
     parser.add_argument(
         "--exhaustive", action="store_true", help="crash at every boundary of every scenario"
@@ -63,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         help="image: run each scenario once and check a copy of the store at each point "
         "(default); kill: one process killed with os._exit per point",
     )
-    parser.add_argument(
-        "--profile", action="store_true", help="print where the campaigns' time went"
-    )
+    parser.add_argument("--profile", action="store_true", help="print where the sweeps' time went")
     parser.add_argument(
         "--compare-methods",
         action="store_true",

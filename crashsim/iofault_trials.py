@@ -52,7 +52,7 @@ step's commit (see :mod:`runstore.crashsim.iofaults`)."""
 
 Target = Literal["fs", "sqlite"]
 Tamper = Callable[[], None]
-"""Run in the faulted run before the scenario (the campaign's teeth install a faulty
+"""Run in the faulted run before the scenario (the method's teeth install a faulty
 wrapper with it); never in the trial or verify process."""
 
 

@@ -1,16 +1,17 @@
-"""The I/O fault campaigns: every durability call, and every SQLite write that commits,
+"""The I/O fault sweeps: every durability call, and every SQLite write that commits,
 made to fail with ``EIO`` and then ``ENOSPC``; what the store does about it is checked
 against the model.
 
-Rules of this file: the choice of injection points, the campaign loop and the suite's
-summary live here; the trial itself (the faulted run, the judgement, the verification) is
-:mod:`runstore.crashsim.iofault_trials`. The campaign's parent, as the crash campaigns',
-never opens a connection: it prepares the fixture and the reference execution in children
-(:func:`runstore.crashsim.trials.prepare` and :func:`~runstore.crashsim.trials.reference`)
-and runs one trial child per injection point, at most ``jobs`` at once.
+Rules of this file: the choice of injection points, the I/O fault method
+(:class:`IoFaults`, run by :func:`runstore.crashsim.sweep.run_sweep`) and the suite of its
+sweeps live here; the trial itself (the faulted run, the judgement, the verification) is
+:mod:`runstore.crashsim.iofault_trials`. The sweep's parent, as with every method, never
+opens a connection: the driver prepares the fixture and the reference execution in
+children, and the method runs one trial child per injection point, at most ``jobs`` at
+once.
 
 **Injection points.** Each "before" boundary of the reference trace where an operation can
-fail, in opening only for the opening campaigns (``init``, ``reopen``) and in the steps
+fail, in opening only for the opening sweeps (``init``, ``reopen``) and in the steps
 only for every other one, as :mod:`runstore.crashsim.suite` crashes them (opening an
 existing store is the same path whatever it holds), crossed with :data:`ERRNOS`:
 
@@ -35,7 +36,7 @@ equal to the reference's up to the fault, else a ``mismatch``):
 2. It may return normally instead only when what it returns is durable. A swallowed SQLite
    write failure is visible to the check (failed writes never reach the file), so the
    reopened store must then be in the model's state after the step. A swallowed
-   filesystem failure is not (these campaigns simulate process death, and a failed fsync's
+   filesystem failure is not (these sweeps simulate process death, and a failed fsync's
    loss shows only at a power cut), so returning after one is a failure ("returned a
    receipt for something not durable") with one exception, the only call the store
    legitimately swallows: **removing a stage after the step's commit**
@@ -66,7 +67,7 @@ equal to the reference's up to the fault, else a ``mismatch``):
    committed nothing (SPEC.md section 8, "Any error rolls every write of the call back");
    a recovery pass keeps every prefix its point allows.
 
-**Selection.** The exhaustive campaign runs every injection point. The subset runs every
+**Selection.** The exhaustive sweep runs every injection point. The subset runs every
 point of ``init`` and, for every other scenario, a seeded sample that always holds each
 ``sqlite`` point (with one errno) and one point of each distinct filesystem operation
 kind, filled up to :data:`SAMPLE` points. ``points`` counts the (boundary, errno) pairs

@@ -1,4 +1,4 @@
-"""The power-loss campaign: run a scenario once, photographing the store root at every
+"""The power-loss method: run a scenario once, photographing the store root at every
 boundary and after every persistence effect, and check every on-disk state a power cut
 could leave at each chosen cut.
 
@@ -113,7 +113,7 @@ class _State:
     choice: tuple[int, ...]
     items: Cut
     logged: int
-    """How many events of the campaign's log had happened at the cut."""
+    """How many events of the sweep's log had happened at the cut."""
     copies: int = 1
 
 

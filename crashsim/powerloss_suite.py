@@ -1,8 +1,8 @@
-"""Running power-loss campaigns: which scenarios, which cuts, how many states, and the
+"""Running power-loss sweeps: which scenarios, which cuts, how many states, and the
 summary.
 
 Rules of this file: the choice of cuts and states lives here. The exhaustive run takes
-every cut of every scenario (every boundary of opening for the opening campaigns, every
+every cut of every scenario (every boundary of opening for the opening sweeps, every
 step boundary otherwise, and the end) with every state the model allows at it, up to
 :data:`EXHAUSTIVE_LIMIT` per cut (a cut with more is sampled with the seed and counted in
 ``sampled=``). The default run (the test command's) takes the scenarios of

@@ -1,15 +1,18 @@
-"""Running several campaigns: the representative subset or every boundary, and the summary.
+"""Running several sweeps: the one suite loop every method shares, and for process death
+the representative subset or every boundary.
 
-Rules of this file: the choice of crash points lives here. Opening is crashed by the two
-opening campaigns only (:data:`~runstore.crashsim.scenarios.OPENING_SCENARIOS`: creating a
-store, ``init``, and opening an existing one, ``reopen``); every other campaign crashes
-its steps and never its opening, which is the same path whatever the store holds. The
-exhaustive suite crashes every boundary of the opening campaigns and every step boundary
-of the others. The representative subset crashes every boundary of ``init``, a seeded
-sample of ``reopen``'s (:data:`SAMPLE_OPENING`, with every filesystem boundary of its
-probes), every step boundary of the scenarios in
-:data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`, and for the others a seeded sample of
-step boundaries that always includes the boundaries around each COMMIT.
+Rules of this file: the suite loop (:func:`run_sweeps`, which the I/O fault, power-loss
+and comparison suites use too) and the choice of crash points live here. Opening is
+crashed by the two opening sweeps only
+(:data:`~runstore.crashsim.scenarios.OPENING_SCENARIOS`: creating a store, ``init``, and
+opening an existing one, ``reopen``); every other sweep crashes its steps and never its
+opening, which is the same path whatever the store holds. The exhaustive suite crashes
+every boundary of the opening sweeps and every step boundary of the others. The
+representative subset crashes every boundary of ``init``, a seeded sample of ``reopen``'s
+(:data:`SAMPLE_OPENING`, with every filesystem boundary of its probes), every step
+boundary of the scenarios in :data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`, and for
+the others a seeded sample of step boundaries that always includes the boundaries around
+each COMMIT.
 For the publication scenarios (``resume`` set) and the recovery scenarios (a ``recover``
 step) the sample also always includes the
 *landmarks* of the steps: both boundaries of every filesystem operation (each syscall of
@@ -17,7 +20,7 @@ a compound step has its own pair: creating, locking, each fsync, the rename and 
 parent sync after it, the cleanup) and of every SQL write (the stage's lease, the
 registration and the terminal projection's rows), so outcome construction, the rename and
 the terminal commit are crashed at every default run.
-The work directory defaults to ``/dev/shm`` where it exists: the campaigns simulate
+The work directory defaults to ``/dev/shm`` where it exists: the sweeps simulate
 process death, not power loss, so the page cache is part of what survives and a tmpfs
 gives the same answers without waiting for the disk. ``jobs`` defaults to the core count.
 """
@@ -68,7 +71,7 @@ def sampler(
     seed: int, name: str, landmarks: bool = False, every_step: bool = False
 ) -> Selector[int]:
     """The subset's seeded choice of crash points for scenario ``name``: for an opening
-    campaign (no steps), :data:`SAMPLE_OPENING` boundaries and every filesystem boundary;
+    sweep (no steps), :data:`SAMPLE_OPENING` boundaries and every filesystem boundary;
     else step boundaries only, with every :func:`landmark` when ``landmarks`` and every
     step boundary when ``every_step``."""
 
