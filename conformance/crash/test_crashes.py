@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from runstore.crashsim.__main__ import main
 from runstore.crashsim.faulty import changing_path, early_registration, split_reserve
-from runstore.crashsim.points import Point, Selector, check_prefix, points_of
+from runstore.crashsim.points import Point, check_prefix, points_of
 from runstore.crashsim.results import SweepResult
 from runstore.crashsim.scenarios import (
     FULL_IN_SUBSET,
@@ -49,20 +49,18 @@ SUMMARY = re.compile(
 )
 
 
-def _step_points(seen: list[Point]) -> Selector[int]:
-    """A selector that records the reference points and chooses every step boundary."""
+def _every_step(scenario: Scenario, method: CrashMethod) -> tuple[SweepResult, list[Point]]:
+    """``scenario`` swept by ``method`` at every step boundary, and its reference points."""
+    seen: list[Point] = []
 
     def select(points: Sequence[Point]) -> list[int]:
         seen.extend(points)
         return [p.k for p in points if p.op_index > 0]
 
-    return select
-
-
-def _sweep(scenario: Scenario, select: Selector[int], method: CrashMethod) -> SweepResult:
-    return run_sweep(
+    result = run_sweep(
         scenario, select, method=METHODS[method], jobs=2, directory=default_directory()
     )
+    return result, seen
 
 
 def test_representative_subset_passes() -> None:
@@ -127,8 +125,7 @@ def test_every_boundary_of_every_scenario_survives_process_death() -> None:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_a_split_transaction_fails_between_its_two_commits(method: CrashMethod) -> None:
-    seen: list[Point] = []
-    result = _sweep(split_reserve(), _step_points(seen), method)
+    result, seen = _every_step(split_reserve(), method)
     assert result.problem is None and not result.mismatches
     step = [p for p in seen if p.op_index == 1]
     commits = [p.k for p in step if p.entry[2:] == ["after", "sql", "COMMIT"]]
@@ -147,8 +144,7 @@ def test_a_split_transaction_fails_between_its_two_commits(method: CrashMethod) 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_registering_before_the_rename_fails_until_the_object_is_there(method: CrashMethod) -> None:
-    seen: list[Point] = []
-    result = _sweep(early_registration(), _step_points(seen), method)
+    result, seen = _every_step(early_registration(), method)
     assert result.problem is None and not result.mismatches
     step = [p for p in seen if p.op_index == 1]
     final_commit = [p.k for p in step if p.entry[2:] == ["after", "sql", "COMMIT"]][-1]
@@ -217,9 +213,7 @@ def test_completed_objects_must_verify_under_their_address(tmp_path: Path) -> No
 def test_a_changing_path_is_a_prefix_mismatch_and_not_counted(
     tmp_path: Path, method: CrashMethod
 ) -> None:
-    seen: list[Point] = []
-    marker = f"{tmp_path}/marker"
-    result = _sweep(changing_path(marker), _step_points(seen), method)
+    result, seen = _every_step(changing_path(f"{tmp_path}/marker"), method)
     assert result.problem is None and not result.failures
     chosen = [p for p in seen if p.op_index > 0]
     branch = min(p.k for p in chosen if p.op_name == "branching advance")
