@@ -21,6 +21,7 @@ cannot count as tested).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 from collections.abc import Callable
@@ -125,38 +126,28 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, markers: str
 
 
 def _faults(args: argparse.Namespace, catalog: dict[str, Scenario]) -> int:
-    """The fault suites; exit status as for process death."""
-    suites: list[SuiteResult] = []
-    if args.faults in ("io", "all"):
-        names = args.scenario
-        if names and any(name not in SCENARIOS for name in names):
-            print("the I/O fault sweeps run only the catalog's scenarios", file=sys.stderr)
-            return 1
-        suites.append(
-            run_io_faults(
-                names,
-                exhaustive=args.exhaustive,
-                seed=args.seed,
-                jobs=args.jobs,
-                directory=args.directory,
-                report=_printer(),
-            )
-        )
-        print(suites[-1].summary(), flush=True)
-    if args.faults in ("powerloss", "all"):
-        suites.append(
-            run_powerloss_suite(
+    """The fault suites (I/O faults first with ``all``); exit status as for process death."""
+    if args.faults in ("io", "all") and any(name not in SCENARIOS for name in args.scenario or ()):
+        print("the I/O fault sweeps run only the catalog's scenarios", file=sys.stderr)
+        return 1
+    suites: dict[str, Callable[..., SuiteResult]] = {
+        "io": run_io_faults,
+        "powerloss": functools.partial(run_powerloss_suite, catalog=catalog),
+    }
+    done = []
+    for family, run in suites.items():
+        if args.faults in (family, "all"):
+            suite = run(
                 args.scenario,
                 exhaustive=args.exhaustive,
                 seed=args.seed,
                 jobs=args.jobs,
                 directory=args.directory,
-                catalog=catalog,
                 report=_printer(),
             )
-        )
-        print(suites[-1].summary(), flush=True)
-    return exit_status(*suites)
+            print(suite.summary(), flush=True)
+            done.append(suite)
+    return exit_status(*done)
 
 
 def _printer(

@@ -122,23 +122,14 @@ class Compare:
             copies[point.k] = trials.found(trial, status)
 
         killed_each(sweep, [sweep.points[k] for k in chosen], _view_body, done)
-        first: dict[tuple[tuple[str, str], ...], int] = {}
+        first: dict[tuple[tuple[str, str], ...], int] = {}  # a photograph -> its first point
         findings = []
         for k in chosen:
-            point, copy = sweep.points[k], copies[k]
-            if k in mismatches:
-                found: dict[str, object] = {"status": "mismatch", "detail": mismatches[k]}
-            elif copy["status"] != "ok":
-                found = copy
-            else:
-                photo, view = photographs[k], copy["view"]
-                assert isinstance(view, dict)
-                paths = sorted(p for p in {*view, *photo} if view.get(p) != photo.get(p))
-                detail = f"the copies differ in {paths}" if paths else ""
-                found = {"status": "failure" if paths else "ok", "detail": detail}
-            finding = sweep.finding(point, {**found, "acceptable": ""})
-            if k in photographs:
-                image = first.setdefault(tuple(sorted(photographs[k].items())), k)
+            photo = photographs.get(k)
+            found = _compared(photo, mismatches.get(k, ""), copies[k])
+            finding = sweep.finding(sweep.points[k], {**found, "acceptable": ""})
+            if photo is not None:
+                image = first.setdefault(tuple(sorted(photo.items())), k)
                 finding = attrs.evolve(finding, image=image)
             findings.append(finding)
         return sweep.result(findings)
@@ -169,6 +160,24 @@ def difference_lines(result: SweepResult) -> list[str]:
                 f"DIFFERENCE scenario={result.scenario} {finding.boundary}: {finding.detail}"
             )
     return lines
+
+
+def _compared(
+    photo: dict[str, str] | None, mismatch: str, copy: dict[str, object]
+) -> dict[str, object]:
+    """The finding at one point: the image method's ``photo`` (None with its ``mismatch``)
+    against the kill trial's finding ``copy`` (its view when the trial got one)."""
+    if photo is None:
+        return {"status": "mismatch", "detail": mismatch}
+    if copy["status"] != "ok":
+        return copy
+    view = copy.get("view")
+    if not isinstance(view, dict):
+        return {"status": "failure", "detail": f"the kill trial wrote no copy: {copy}"}
+    paths = sorted(p for p in {*view, *photo} if view.get(p) != photo.get(p))
+    if paths:
+        return {"status": "failure", "detail": f"the copies differ in {paths}"}
+    return {"status": "ok"}
 
 
 def _view_body(point: Point, root: str, result_path: str, phases: Phases) -> int:

@@ -133,7 +133,8 @@ class SweepResult:
     @property
     def images(self) -> int:
         """How many crash images were verified: one per crash point with the kill method,
-        one per distinct image and acceptable states with the image method."""
+        one per distinct image and acceptable states with the image method (with the
+        comparison: how many different photographs the compared points left)."""
         return sum(1 for r in self.results if r.status != "mismatch" and r.image in (None, r.k))
 
     @property
