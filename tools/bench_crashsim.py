@@ -34,11 +34,15 @@ from runstore.crashsim.sweep import run_sweep
 DEFAULT_SCENARIOS = ("commit_accepted", "publish_finalization_accepted", "recover_expired_claim")
 
 _OLD = """
-import importlib.util, json, sys
+import json, os, sys
+import runstore.crashsim
 from runstore.crashsim.scenarios import SCENARIOS
 scenario, jobs, directory = SCENARIOS[sys.argv[1]], int(sys.argv[2]), sys.argv[3] or None
 steps = lambda ps: [p.k for p in ps if p.op_index > 0]
-if importlib.util.find_spec("runstore.crashsim.sweep") is None:  # before the sweep driver
+# Before the sweep driver (by the package's own files: an editable install of this checkout
+# would supply runstore.crashsim.sweep to any package on the path).
+folders = runstore.crashsim.__path__
+if any(os.path.isfile(os.path.join(folder, "campaign.py")) for folder in folders):
     from runstore.crashsim.campaign import run_campaign
     result = run_campaign(scenario, steps, jobs=jobs, directory=directory)
     checked = result.crashes
