@@ -16,30 +16,32 @@ crash (two kill-method trials at the same point differ in them just the same):
   (holding no other connection) truncates it and rebuilds it from the WAL (SQLite's unix
   VFS, ``unixLockSharedMemory``), so only its presence is compared.
 
-Rules of this file: test-only; the campaign machinery of the other modules is reused as is
-(fixture, reference, :func:`~runstore.crashsim.images.stop_at`, the kill trial's
-grandchild); the parent opens no connection.
+Rules of this file: the comparison as a sweep method (:data:`COMPARE`), and what "the same"
+means; everything else is the other methods' pieces, reused as they are (the sweep driver's
+fixture and reference, :func:`~runstore.crashsim.images.stop_at` for the photographs,
+:func:`~runstore.crashsim.kill.killed_each` for the kill method's copies). The parent opens
+no connection. Each point's finding is ``ok`` when both copies are the same, ``failure``
+when they differ (or the kill trial left nothing), ``mismatch`` when either execution left
+the reference path; ``image`` names the first point whose photograph was identical, so the
+sweep's ``images`` (printed ``distinct=``) counts the different photographs.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import os
-import shutil
 import struct
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
-from runstore.crashsim import processes, trials
-from runstore.crashsim.harness import ModelRun, run_traced, warm
+from runstore.crashsim import trials
 from runstore.crashsim.images import Tree, read_tree, stop_at
-from runstore.crashsim.points import Point, Selector, check_prefix, points_of
+from runstore.crashsim.kill import killed_each
+from runstore.crashsim.points import Point, Selector
+from runstore.crashsim.results import SweepResult
 from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.sweep import Sweep, run_sweep
 from runstore.crashsim.timing import Phases
-from runstore.crashsim.tracer import Entry, describe, read_trace
 
 WAL_SUFFIX: Final = "-wal"
 SHM_SUFFIX: Final = "-shm"
@@ -101,114 +103,84 @@ def comparable(tree: Tree) -> dict[str, str]:
     return view
 
 
-@attrs.frozen
-class Comparison:
-    """The points compared and, for each that differed, a line saying where."""
+class Compare:
+    """The method comparison (:data:`COMPARE`)."""
 
-    scenario: str
-    compared: int
-    differences: tuple[str, ...]
-    distinct: int = 0
-    """How many different photographs the compared points left (at least two whenever a
-    step writes something: equality point by point is then not vacuous)."""
+    name = "compare"
+    persistence = False
 
-
-def compare_methods(
-    scenario: Scenario,
-    select: Selector | None = None,
-    *,
-    jobs: int = 2,
-    directory: str | None = None,
-) -> Comparison:
-    """Crash ``scenario`` at the points ``select`` chooses (every boundary when None) by
-    both methods and compare what each leaves."""
-    warm()
-    run = ModelRun(scenario)
-    base = tempfile.mkdtemp(prefix=f"runstore-crashsim-compare-{scenario.name}-", dir=directory)
-    try:
-        fixture, problem = trials.prepare(scenario, run, base, Phases())
-        reference: list[Entry] = []
-        if not problem:
-            reference, problem = trials.reference(scenario, run, base, fixture, Phases())
-        if problem:
-            return Comparison(scenario.name, 0, (problem,))
-        points = points_of(reference)
-        chosen = sorted(set(select(points) if select is not None else range(len(points))))
+    def run(self, sweep: Sweep, chosen: Sequence[int]) -> SweepResult:
         photographs: dict[int, dict[str, str]] = {}
 
         def photograph(k: int, live: str) -> None:
             photographs[k] = comparable(read_tree(live))
 
-        mismatches = stop_at(scenario, run, base, fixture, reference, chosen, photograph)
-        killed = _killed(scenario, run, base, fixture, reference, [points[k] for k in chosen], jobs)
-        differences = []
+        mismatches = stop_at(sweep, chosen, photograph)
+        copies: dict[int, dict[str, object]] = {}
+
+        def done(point: Point, trial: str, status: int) -> None:
+            copies[point.k] = trials.found(trial, status)
+
+        killed_each(sweep, [sweep.points[k] for k in chosen], _view_body, done)
+        first: dict[tuple[tuple[str, str], ...], int] = {}  # a photograph -> its first point
+        findings = []
         for k in chosen:
-            where = describe(points[k].entry)
-            copy = killed[k]
-            if k in mismatches or isinstance(copy, str):
-                differences.append(f"{where}: {mismatches.get(k) or copy}")
-                continue
-            photo = photographs[k]
-            paths = sorted(p for p in {*copy, *photo} if copy.get(p) != photo.get(p))
-            if paths:
-                differences.append(f"{where}: the copies differ in {paths}")
-        distinct = len({tuple(sorted(view.items())) for view in photographs.values()})
-        return Comparison(scenario.name, len(chosen), tuple(differences), distinct)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+            photo = photographs.get(k)
+            found = _compared(photo, mismatches.get(k, ""), copies[k])
+            finding = sweep.finding(sweep.points[k], {**found, "acceptable": ""})
+            if photo is not None:
+                image = first.setdefault(tuple(sorted(photo.items())), k)
+                finding = attrs.evolve(finding, image=image)
+            findings.append(finding)
+        return sweep.result(findings)
 
 
-def _killed(
+COMPARE: Final = Compare()
+
+
+def compare_methods(
     scenario: Scenario,
-    run: ModelRun,
-    base: str,
-    fixture: str,
-    reference: Sequence[Entry],
-    chosen: Sequence[Point],
-    jobs: int,
-) -> dict[int, dict[str, str] | str]:
-    """The kill method's copy at each point, as :func:`comparable` (or why there is none)."""
-    found: dict[int, dict[str, str] | str] = {}
-
-    def trial_of(point: Point) -> str:
-        return os.path.join(base, f"kill{point.k}")
-
-    def body(point: Point) -> Callable[[], int]:
-        return functools.partial(
-            _kill_body, scenario, run, fixture, trial_of(point), reference, point
-        )
-
-    def done(point: Point, status: int) -> None:
-        trial = trial_of(point)
-        result = trials.load(os.path.join(trial, "result.json"))
-        shutil.rmtree(trial, ignore_errors=True)
-        view = result.get("view")
-        if isinstance(view, dict):
-            found[point.k] = {str(path): str(digest) for path, digest in view.items()}
-        else:
-            error = result.get("mismatch") or trials.read_last_line(trial + ".error")
-            found[point.k] = f"the kill trial ended with {status}: {error}"
-
-    trials.each_point(chosen, jobs, body, trial_of, done)
-    return found
+    select: Selector[int],
+    *,
+    jobs: int = 2,
+    directory: str | None = None,
+) -> SweepResult:
+    """Crash ``scenario`` at the points ``select`` chooses by both methods and compare what
+    each leaves (:data:`COMPARE`)."""
+    return run_sweep(scenario, select, method=COMPARE, jobs=jobs, directory=directory)
 
 
-def _kill_body(
-    scenario: Scenario,
-    run: ModelRun,
-    fixture: str,
-    trial: str,
-    reference: Sequence[Entry],
-    point: Point,
-) -> int:
-    os.mkdir(trial, 0o700)
-    root = os.path.join(trial, "store")
-    shutil.copytree(fixture, root, symlinks=True)
-    trace_path = os.path.join(trial, "trace")
-    status = processes.run(lambda: run_traced(scenario, run, root, trace_path, point.k))
-    mismatch = check_prefix(reference, read_trace(trace_path), point.k, status)
-    result: dict[str, object] = {"mismatch": mismatch} if mismatch else {}
-    if not mismatch:
-        result["view"] = comparable(read_tree(root))
-    trials.write(os.path.join(trial, "result.json"), result)
+def difference_lines(result: SweepResult) -> list[str]:
+    """One line per difference: the sweep's problem, and each point whose copies differ or
+    could not be compared."""
+    lines = [f"DIFFERENCE scenario={result.scenario} {result.problem}"] if result.problem else []
+    for finding in result.results:
+        if finding.status != "ok":
+            lines.append(
+                f"DIFFERENCE scenario={result.scenario} {finding.boundary}: {finding.detail}"
+            )
+    return lines
+
+
+def _compared(
+    photo: dict[str, str] | None, mismatch: str, copy: dict[str, object]
+) -> dict[str, object]:
+    """The finding at one point: the image method's ``photo`` (None with its ``mismatch``)
+    against the kill trial's finding ``copy`` (its view when the trial got one)."""
+    if photo is None:
+        return {"status": "mismatch", "detail": mismatch}
+    if copy["status"] != "ok":
+        return copy
+    view = copy.get("view")
+    if not isinstance(view, dict):
+        return {"status": "failure", "detail": f"the kill trial wrote no copy: {copy}"}
+    paths = sorted(p for p in {*view, *photo} if view.get(p) != photo.get(p))
+    if paths:
+        return {"status": "failure", "detail": f"the copies differ in {paths}"}
+    return {"status": "ok"}
+
+
+def _view_body(point: Point, root: str, result_path: str, phases: Phases) -> int:
+    """Trial child, after the kill: write the copy as :func:`comparable`."""
+    trials.write(result_path, {"status": "ok", "view": comparable(read_tree(root))})
     return 0

@@ -107,7 +107,7 @@ def split_reserve() -> Scenario:
 
 def changing_path(marker: str) -> Scenario:
     """The path-changing scenario, branching on the file ``marker`` (which must not exist
-    before the campaign)."""
+    before the sweep)."""
     plain = advance(_A, AttemptState.STARTING, 1_200)
 
     def branching(store: RunStore, context: Context) -> object:

@@ -4,7 +4,7 @@ Rules of this file: the functions here are called only in forked children, which
 with ``os._exit``. The harness marks each step in the trace (``["op", i, name]`` before,
 ``["end", i]`` after; step 0 is opening the store), checks each step's result against the
 model's, and ends the trace with ``["done"]`` or ``["error", text]``. Fixtures are
-prepared here too: a store opened, set up and closed by a child, so that the campaign's
+prepared here too: a store opened, set up and closed by a child, so that the sweep's
 parent never holds a connection. Stage tokens are deterministic on both sides: the model
 run draws them from one :class:`~runstore.testing.lockstep.StageTokens` counter starting
 at :data:`FIRST_TOKEN` through setup and steps, and every child installs the matching
@@ -131,7 +131,7 @@ def prepare_fixture(scenario: Scenario, run: ModelRun, root: str) -> int:
 
 
 def warm() -> None:
-    """Prepare the campaign's parent before it forks: compute what every child would
+    """Prepare the sweep's parent before it forks: compute what every child would
     otherwise compute again on its first store open (the schema's expected fingerprint,
     cached per process). Two executions still differ in the WAL's salts, which SQLite
     draws anew in every process (see :mod:`runstore.crashsim.equivalence`)."""

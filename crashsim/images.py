@@ -5,7 +5,7 @@ Why a photograph is a crash. Process death changes no file's contents: the kerne
 the process's descriptors and drops its locks, and ``os._exit`` runs nothing of the
 process's own. What a process killed at boundary ``k`` leaves is therefore exactly the
 bytes under the store root at the instant it reaches ``k`` (the page cache included: the
-campaigns simulate process death, not power loss). Here one child runs the scenario under
+sweeps simulate process death, not power loss). Here one child runs the scenario under
 the tracer and stops at each chosen boundary; the parent, which holds no connection and so
 cannot disturb SQLite's locks, reads the whole tree (names, kinds, modes, bytes) and lets
 the child go on. ``conformance/crash/test_methods.py`` checks, point by point, that the
@@ -24,8 +24,9 @@ Rules of this file:
   check, so it runs once, on the first, and its finding is reported for each (the
   ``image`` field names the boundary whose copy was checked). The check is deterministic:
   the same bytes, the same model states and the same stage tokens give the same verdict.
-* Photographs wait on disk for a free trial slot; at most :data:`WAITING_PER_JOB` per job
-  do, after which the child stays stopped until a slot frees (disk use stays bounded).
+* Photographs wait on disk for a free trial slot; at most
+  :data:`~runstore.crashsim.trials.WAITING_PER_JOB` per job do, after which the child stays
+  stopped until a slot frees (disk use stays bounded).
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ from typing import Final
 
 import attrs
 from runstore.crashsim import processes, trials
-from runstore.crashsim.harness import ModelRun, run_traced
-from runstore.crashsim.points import CrashResult, Point, off_reference
-from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.harness import run_traced
+from runstore.crashsim.points import Point, off_reference
+from runstore.crashsim.results import Finding, SweepResult
+from runstore.crashsim.sweep import Sweep
 from runstore.crashsim.timing import Phases
 from runstore.crashsim.tracer import Entry, describe, effect_number, normalize
 
-WAITING_PER_JOB: Final = 4
 GONE_EXIT: Final = 78
 """The exit status of an imaging child whose parent went away while it was stopped."""
 _K: Final = struct.Struct("<q")
@@ -158,31 +159,26 @@ class _PrefixReader:
 
 
 def stop_at(
-    scenario: Scenario,
-    run: ModelRun,
-    base: str,
-    fixture: str,
-    reference: Sequence[Entry],
+    sweep: Sweep,
     stops: Collection[int],
     on_stop: Callable[[int, str], None],
     between: Callable[[], None] = lambda: None,
-    phases: Phases | None = None,
     *,
-    persistence: bool = False,
     on_start: Callable[[str], None] = lambda live: None,
     on_end: Callable[[str, int], None] = lambda live, status: None,
 ) -> dict[int, str]:
-    """Run ``scenario`` once on a copy of ``fixture`` (``<base>/live``), stopping at each
-    boundary in ``stops`` and calling ``on_stop(k, live root)`` there when the trace so far
-    is the reference's prefix; ``between()`` is called before each wait for the next stop.
-    ``on_start(live)`` is called before the child starts and ``on_end(live, status)`` after
-    it ended on the reference path; ``persistence`` traces the seam's persistence effects
-    too (the reference must have been recorded the same way), and a negative stop is the
-    child right after one of them (:func:`~runstore.crashsim.tracer.effect_stop`). Returns
-    the mismatch of each stop that was off the reference path or never reached."""
-    timing = phases if phases is not None else Phases()
+    """Run the sweep's scenario once on a copy of its fixture (``<base>/live``), stopping
+    at each boundary in ``stops`` and calling ``on_stop(k, live root)`` there when the trace
+    so far is the reference's prefix; ``between()`` is called before each wait for the next
+    stop. ``on_start(live)`` is called before the child starts and ``on_end(live, status)``
+    after it ended on the reference path; with the sweep's ``persistence`` the trace holds
+    the seam's persistence effects too, and a negative stop is the child right after one of
+    them (:func:`~runstore.crashsim.tracer.effect_stop`). Returns the mismatch of each stop
+    that was off the reference path or never reached."""
+    scenario, run, base, reference = sweep.scenario, sweep.run, sweep.base, sweep.reference
+    persistence = sweep.persistence
     live = os.path.join(base, "live")
-    shutil.copytree(fixture, live, symlinks=True)
+    shutil.copytree(sweep.fixture, live, symlinks=True)
     on_start(live)
     trace_path = os.path.join(base, "imaging.trace")
     from_child, to_parent = os.pipe()
@@ -209,7 +205,7 @@ def stop_at(
     try:
         while True:
             between()
-            with timing.measure("imaging run"):
+            with sweep.phases.measure("imaging run"):
                 data = os.read(from_child, _K.size)
             if len(data) != _K.size:
                 break
@@ -234,78 +230,51 @@ def stop_at(
     return mismatches
 
 
-def imaged(
-    scenario: Scenario,
-    run: ModelRun,
-    base: str,
-    fixture: str,
-    reference: Sequence[Entry],
-    chosen: Sequence[Point],
-    jobs: int,
-    phases: Phases,
-) -> list[CrashResult]:
-    """The image method over the ``chosen`` points (see the module docstring)."""
-    return _Imaging(scenario, run, base, chosen, jobs, phases).run(fixture, reference)
+class Image:
+    """The image method (:data:`IMAGE`, see the module docstring)."""
+
+    name = "image"
+    persistence = False
+
+    def run(self, sweep: Sweep, chosen: Sequence[int]) -> SweepResult:
+        return _Imaging(sweep, [sweep.points[k] for k in chosen]).run()
+
+
+IMAGE: Final = Image()
 
 
 class _Imaging:
-    def __init__(
-        self,
-        scenario: Scenario,
-        run: ModelRun,
-        base: str,
-        chosen: Sequence[Point],
-        jobs: int,
-        phases: Phases,
-    ) -> None:
-        self.scenario, self.model, self.base, self.phases = scenario, run, base, phases
+    def __init__(self, sweep: Sweep, chosen: Sequence[Point]) -> None:
+        self.sweep = sweep
         self.points = {point.k: point for point in chosen}
-        self.pool = processes.Pool(jobs)
-        self.waiting: list[Point] = []
+        self.checks = trials.Checks(sweep.jobs, self._body, self._trial, self._collect)
         self.checked: dict[tuple[object, ...], int] = {}  # key -> the boundary checked
         self.copies: dict[int, list[Point]] = {}  # checked boundary -> points sharing it
-        self.findings: dict[int, CrashResult] = {}
-        self.results: list[CrashResult] = []
+        self.findings: dict[int, Finding] = {}
 
-    def run(self, fixture: str, reference: Sequence[Entry]) -> list[CrashResult]:
-        mismatches = stop_at(
-            self.scenario,
-            self.model,
-            self.base,
-            fixture,
-            reference,
-            self.points,
-            self._photograph,
-            self._service,
-            self.phases,
-        )
-        for k, detail in mismatches.items():
-            found: dict[str, object] = {"status": "mismatch", "detail": detail}
-            result, _ = trials.collect(self.scenario, self.model, "", self.points[k], 0, found)
-            self.results.append(result)
-        while self.waiting or len(self.pool):
-            self._start_waiting()
-            self._collect(self.pool.wait_any())
+    def run(self) -> SweepResult:
+        mismatches = stop_at(self.sweep, self.points, self._photograph, self.checks.service)
+        results = [
+            self.sweep.finding(self.points[k], {"status": "mismatch", "detail": detail})
+            for k, detail in mismatches.items()
+        ]
+        self.checks.drain()
         for first, points in self.copies.items():
             finding = self.findings[first]
             for point in points:
-                self.results.append(
+                results.append(
                     attrs.evolve(finding, k=point.k, boundary=describe(point.entry), image=first)
                 )
-        return self.results
+        return self.sweep.result(sorted(results, key=lambda f: f.k))
 
-    def _service(self) -> None:
-        """Collect ended checks and start waiting ones; while too many photographs wait,
-        keep the child stopped until checks end."""
-        trials.keep_bounded(
-            self.pool, self.waiting, self._start_waiting, self._collect, WAITING_PER_JOB
-        )
+    def _trial(self, point: Point) -> str:
+        return self.sweep.trial(f"k{point.k}")
 
     def _photograph(self, k: int, live: str) -> None:
         point = self.points[k]
-        with self.phases.measure("photograph"):
+        with self.sweep.phases.measure("photograph"):
             tree = read_tree(live)
-            choices = tuple(point.choices(self.model.transactions))
+            choices = tuple(point.choices(self.sweep.run.transactions))
             key = (tree_digest(tree), point.op_index, choices)
         first = self.checked.get(key)
         if first is not None:
@@ -313,31 +282,16 @@ class _Imaging:
             return
         self.checked[key] = point.k
         self.copies[point.k] = [point]
-        trial = os.path.join(self.base, f"k{point.k}")
+        trial = self._trial(point)
         os.mkdir(trial, 0o700)
-        with self.phases.measure("image write"):
+        with self.sweep.phases.measure("image write"):
             write_tree(tree, os.path.join(trial, "store"))
-        self.waiting.append(point)
+        self.checks.add(point)
 
-    def _start_waiting(self) -> None:
-        while self.waiting and not self.pool.full():
-            point = self.waiting.pop(0)
-            trial = os.path.join(self.base, f"k{point.k}")
-            body = functools.partial(
-                trials.check_point_body,
-                self.scenario,
-                self.model,
-                os.path.join(trial, "store"),
-                point,
-                os.path.join(trial, "result.json"),
-                Phases(),
-            )
-            self.pool.start(body, point, trial + ".error")
+    def _body(self, point: Point) -> Callable[[], int]:
+        trial = self._trial(point)
+        store, result = os.path.join(trial, "store"), os.path.join(trial, "result.json")
+        return functools.partial(self.sweep.check_body, point, store, result, Phases())
 
-    def _collect(self, ended: tuple[object, int]) -> None:
-        point, status = ended
-        assert isinstance(point, Point)
-        trial = os.path.join(self.base, f"k{point.k}")
-        result, spent = trials.collect(self.scenario, self.model, trial, point, status)
-        self.phases.add(spent)
-        self.findings[point.k] = result
+    def _collect(self, point: Point, status: int) -> None:
+        self.findings[point.k] = self.sweep.collect(self._trial(point), point, status)

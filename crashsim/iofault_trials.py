@@ -20,7 +20,6 @@ import contextlib
 import errno
 import logging
 import os
-import shutil
 import signal
 from collections.abc import Callable, Sequence
 from typing import Final, Literal
@@ -32,6 +31,7 @@ from runstore.crashsim.continuation import Resumption
 from runstore.crashsim.harness import ModelRun
 from runstore.crashsim.points import Point, brief, off_reference
 from runstore.crashsim.scenarios import FIXTURE, MEMBER, RECOVER_STEP, Scenario
+from runstore.crashsim.sweep import Sweep
 from runstore.crashsim.timing import Phases
 from runstore.crashsim.tracer import Entry, Phase, Tracer, describe, read_trace
 from runstore.crashsim.verify import Acceptable, verify
@@ -44,13 +44,15 @@ ERRNOS: Final = ("EIO", "ENOSPC")
 """The failures injected at every point, by errno name."""
 HANG_SECONDS: Final = 120
 """A faulted run still going after this long is killed (SIGALRM) and reported as hung."""
+UNCHECKED: Final = "(not checked)"
+"""The acceptable states reported for a trial whose store was not verified."""
 CLEANUP_PREFIX: Final = "remove_tree $ROOT/artifacts/.staging-"
 """The one durability call a step may fail and still return: removing a stage after the
 step's commit (see :mod:`runstore.crashsim.iofaults`)."""
 
 Target = Literal["fs", "sqlite"]
 Tamper = Callable[[], None]
-"""Run in the faulted run before the scenario (the campaign's teeth install a faulty
+"""Run in the faulted run before the scenario (the method's teeth install a faulty
 wrapper with it); never in the trial or verify process."""
 
 
@@ -222,24 +224,13 @@ def _text(error: BaseException) -> str:
 # --- the trial child ----------------------------------------------------------------------
 
 
-def trial_body(
-    scenario: Scenario,
-    run: ModelRun,
-    fixture: str,
-    trial: str,
-    reference: Sequence[Entry],
-    point: Point,
-    fault: Fault,
-    tamper: Tamper | None,
-) -> int:
+def trial_body(sweep: Sweep, trial: str, point: Point, fault: Fault, tamper: Tamper | None) -> int:
     """Trial child body: copy the fixture, run the faulted run in a grandchild, check its
     trace is the reference up to the fault, judge the finding, then reopen, recover and
     continue (:func:`~runstore.crashsim.verify.verify`); writes ``result.json``."""
+    scenario, run = sweep.scenario, sweep.run
     phases = Phases()
-    os.mkdir(trial, 0o700)
-    root = os.path.join(trial, "store")
-    with phases.measure("copy fixture"):
-        shutil.copytree(fixture, root, symlinks=True)
+    root = sweep.copy_fixture(trial, phases)
     trace_path, finding_path = (os.path.join(trial, name) for name in ("trace", "finding.json"))
     error_path = os.path.join(trial, "fault.error")
     with phases.measure("faulted run"):
@@ -250,20 +241,23 @@ def trial_body(
             error_path,
         )
     result_path = os.path.join(trial, "result.json")
-    mismatch = prefix_problem(reference, read_trace(trace_path), point.k)
-    if mismatch:
-        trials.write(result_path, {"status": "mismatch", "detail": mismatch})
+
+    def unchecked(outcome: str, detail: str) -> int:
+        trials.write(result_path, {"status": outcome, "detail": detail, "acceptable": UNCHECKED})
         return 0
+
+    mismatch = prefix_problem(sweep.reference, read_trace(trace_path), point.k)
+    if mismatch:
+        return unchecked("mismatch", mismatch)
     found = trials.load(finding_path)
     if status != 0 or not found:
         why = "hung (killed by SIGALRM)" if status == -signal.SIGALRM else f"status {status}"
-        detail = f"the faulted run ended with {why}: {trials.read_last_line(error_path)}"
-        trials.write(result_path, {"status": "failure", "detail": detail})
-        return 0
+        return unchecked(
+            "failure", f"the faulted run ended with {why}: {trials.read_last_line(error_path)}"
+        )
     verdict, detail, choices = judge(found, run, point, fault)
     if verdict != "verify":
-        trials.write(result_path, {"status": verdict, "detail": detail})
-        return 0
+        return unchecked(verdict, detail)
     states = run.transactions[point.op_index]
     acceptable = [(label, states[done]) for label, done in choices]
     resumption = None

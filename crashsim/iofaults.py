@@ -1,16 +1,17 @@
-"""The I/O fault campaigns: every durability call, and every SQLite write that commits,
+"""The I/O fault sweeps: every durability call, and every SQLite write that commits,
 made to fail with ``EIO`` and then ``ENOSPC``; what the store does about it is checked
 against the model.
 
-Rules of this file: the choice of injection points, the campaign loop and the suite's
-summary live here; the trial itself (the faulted run, the judgement, the verification) is
-:mod:`runstore.crashsim.iofault_trials`. The campaign's parent, as the crash campaigns',
-never opens a connection: it prepares the fixture and the reference execution in children
-(:func:`runstore.crashsim.trials.prepare` and :func:`~runstore.crashsim.trials.reference`)
-and runs one trial child per injection point, at most ``jobs`` at once.
+Rules of this file: the choice of injection points, the I/O fault method
+(:class:`IoFaults`, run by :func:`runstore.crashsim.sweep.run_sweep`) and the suite of its
+sweeps live here; the trial itself (the faulted run, the judgement, the verification) is
+:mod:`runstore.crashsim.iofault_trials`. The sweep's parent, as with every method, never
+opens a connection: the driver prepares the fixture and the reference execution in
+children, and the method runs one trial child per injection point, at most ``jobs`` at
+once.
 
 **Injection points.** Each "before" boundary of the reference trace where an operation can
-fail, in opening only for the opening campaigns (``init``, ``reopen``) and in the steps
+fail, in opening only for the opening sweeps (``init``, ``reopen``) and in the steps
 only for every other one, as :mod:`runstore.crashsim.suite` crashes them (opening an
 existing store is the same path whatever it holds), crossed with :data:`ERRNOS`:
 
@@ -35,7 +36,7 @@ equal to the reference's up to the fault, else a ``mismatch``):
 2. It may return normally instead only when what it returns is durable. A swallowed SQLite
    write failure is visible to the check (failed writes never reach the file), so the
    reopened store must then be in the model's state after the step. A swallowed
-   filesystem failure is not (these campaigns simulate process death, and a failed fsync's
+   filesystem failure is not (these sweeps simulate process death, and a failed fsync's
    loss shows only at a power cut), so returning after one is a failure ("returned a
    receipt for something not durable") with one exception, the only call the store
    legitimately swallows: **removing a stage after the step's commit**
@@ -66,7 +67,7 @@ equal to the reference's up to the fault, else a ``mismatch``):
    committed nothing (SPEC.md section 8: "Any error rolls every write of the call back");
    a recovery pass keeps every prefix its point allows.
 
-**Selection.** The exhaustive campaign runs every injection point. The subset runs every
+**Selection.** The exhaustive sweep runs every injection point. The subset runs every
 point of ``init`` and, for every other scenario, a seeded sample that always holds each
 ``sqlite`` point (with one errno) and one point of each distinct filesystem operation
 kind, filled up to :data:`SAMPLE` points. ``points`` counts the (boundary, errno) pairs
@@ -78,49 +79,38 @@ path cannot count as tested) and fixture or reference problems.
 from __future__ import annotations
 
 import functools
-import os
 import random
-import shutil
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
 import attrs
-from runstore.crashsim import processes, trials
-from runstore.crashsim.harness import ModelRun, warm
+from runstore.crashsim import trials
 from runstore.crashsim.iofault_trials import ERRNOS, Fault, Tamper, trial_body
-from runstore.crashsim.points import (
-    CampaignResult,
-    CrashResult,
-    Point,
-    commit_problem,
-    points_of,
-)
-from runstore.crashsim.scenarios import OPENING_SCENARIOS, SCENARIOS, Scenario
-from runstore.crashsim.suite import default_directory, default_jobs, failure_lines
-from runstore.crashsim.timing import Phases
-from runstore.crashsim.tracer import Entry
+from runstore.crashsim.points import Point, Selector
+from runstore.crashsim.results import Finding, SuiteResult, SweepResult
+from runstore.crashsim.scenarios import OPENING_SCENARIOS, SCENARIOS
+from runstore.crashsim.suite import run_sweeps
+from runstore.crashsim.sweep import Sweep
 from runstore.testing import sqlite_kernel
 
 __all__ = [
     "ERRNOS",
+    "IO_FAULTS",
     "Fault",
-    "FaultSelector",
-    "FaultSuiteResult",
+    "FaultPick",
+    "IoFaults",
+    "among",
+    "every_fault",
     "faults_of",
-    "io_failure_lines",
-    "run_io_fault_campaign",
     "run_io_faults",
     "subset",
-    "unfired_lines",
 ]
 
 SAMPLE: Final = 8
 """The subset's points per scenario (more when its SQLite points and operation kinds need
 more)."""
-FaultSelector = Callable[[Sequence[Fault], Sequence[Point]], Sequence[Fault]]
-"""Chooses a campaign's faults from every injection point and the reference points."""
+FaultPick = Callable[[Sequence[Fault], Sequence[Point]], Sequence[Fault]]
+"""Chooses a sweep's faults from every injection point and the reference points."""
 
 _WRITES: Final = ("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "PRAGMA user_version =")
 _SQLITE_ALONE: Final = ("PRAGMA journal_mode = WAL", "PRAGMA wal_checkpoint")
@@ -149,9 +139,9 @@ def sqlite_points(points: Sequence[Point]) -> list[int]:
     return chosen
 
 
-def faults_of(scenario: Scenario, points: Sequence[Point]) -> list[Fault]:
-    """Every injection point of ``scenario``'s campaign, by boundary then errno."""
-    opening = scenario.name in OPENING_SCENARIOS
+def faults_of(name: str, points: Sequence[Point]) -> list[Fault]:
+    """Every injection point of scenario ``name``'s sweep, by boundary then errno."""
+    opening = name in OPENING_SCENARIOS
 
     def in_scope(point: Point) -> bool:
         return point.op_index == 0 if opening else point.op_index > 0
@@ -168,13 +158,28 @@ def operation_kind(point: Point) -> str:
     return str(point.entry[4]).split()[0]
 
 
-def subset(seed: int, name: str) -> FaultSelector | None:
-    """The subset's choice for scenario ``name``: every point of ``init``; else a seeded
-    sample with each SQLite point and each filesystem operation kind (None: every point)."""
-    if name == "init":
-        return None
+def among(name: str, pick: FaultPick) -> Selector[Fault]:
+    """The selector of scenario ``name``'s faults that ``pick`` chooses among every
+    injection point (:func:`faults_of`)."""
 
-    def select(faults: Sequence[Fault], points: Sequence[Point]) -> list[Fault]:
+    def select(points: Sequence[Point]) -> Sequence[Fault]:
+        return pick(faults_of(name, points), points)
+
+    return select
+
+
+def every_fault(name: str) -> Selector[Fault]:
+    """Every injection point of scenario ``name``'s sweep (the exhaustive choice)."""
+    return among(name, lambda faults, points: faults)
+
+
+def subset(seed: int, name: str) -> Selector[Fault]:
+    """The subset's choice for scenario ``name``: every point of ``init``; else a seeded
+    sample with each SQLite point and each filesystem operation kind."""
+    if name == "init":
+        return every_fault(name)
+
+    def pick(faults: Sequence[Fault], points: Sequence[Point]) -> list[Fault]:
         rng = random.Random(f"{seed}:io:{name}")
         groups: dict[tuple[str, int], list[Fault]] = {}
         for fault in faults:
@@ -189,154 +194,46 @@ def subset(seed: int, name: str) -> FaultSelector | None:
         chosen |= set(rng.sample(rest, min(max(SAMPLE - len(chosen), 0), len(rest))))
         return sorted(chosen)
 
-    return select
+    return among(name, pick)
 
 
-def run_io_fault_campaign(
-    scenario: Scenario,
-    select: FaultSelector | None = None,
-    *,
-    jobs: int = 2,
-    directory: str | None = None,
-    tamper: Tamper | None = None,
-) -> CampaignResult:
-    """Run ``scenario``'s I/O fault campaign at the faults ``select`` chooses (every
-    injection point when None), in a temporary directory under ``directory``. ``tamper``
-    runs in each faulted run before the scenario (the campaign's teeth)."""
-    started = time.monotonic()
-    warm()
-    run = ModelRun(scenario)
-    phases = Phases()
-    base = tempfile.mkdtemp(prefix=f"runstore-iofaults-{scenario.name}-", dir=directory)
+@attrs.frozen
+class IoFaults:
+    """The I/O fault method: one trial per chosen fault (see the module docstring).
+    ``tamper`` runs in each faulted run before the scenario (the method's teeth)."""
 
-    def finished(
-        boundaries: int, results: Sequence[CrashResult], problem: str | None = None
-    ) -> CampaignResult:
-        ordered = tuple(sorted(results, key=lambda r: (r.k, r.boundary)))
-        seconds = time.monotonic() - started
-        return CampaignResult(scenario.name, boundaries, ordered, seconds, problem, phases)
+    name = "io"
+    persistence = False
+    tamper: Tamper | None = None
 
-    try:
-        fixture, problem = trials.prepare(scenario, run, base, phases)
-        if problem:
-            return finished(0, [], problem)
-        reference, problem = trials.reference(scenario, run, base, fixture, phases)
-        points = points_of(reference)
-        problem = problem or commit_problem(points, run)
-        if problem:
-            return finished(len(points), [], problem)
-        faults = faults_of(scenario, points)
-        chosen = sorted(set(select(faults, points) if select is not None else faults))
+    def run(self, sweep: Sweep, chosen: Sequence[Fault]) -> SweepResult:
+        problem = ""
         unavailable = sqlite_kernel.available()
         if unavailable and any(fault.target == "sqlite" for fault in chosen):
             problem = f"SQLite's writes cannot be made to fail here: {unavailable}"
             chosen = [fault for fault in chosen if fault.target == "fs"]
-        context = _Campaign(scenario, run, base, fixture, reference, points, tamper)
-        results = context.run_all(chosen, jobs, phases)
-        return finished(len(points), results, problem or None)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+        findings: list[Finding] = []
 
+        def trial_of(fault: Fault) -> str:
+            return sweep.trial(fault.name)
 
-@attrs.frozen
-class _Campaign:
-    scenario: Scenario
-    run: ModelRun
-    base: str
-    fixture: str
-    reference: Sequence[Entry]
-    points: Sequence[Point]
-    tamper: Tamper | None
-
-    def trial_of(self, fault: Fault) -> str:
-        return os.path.join(self.base, fault.name)
-
-    def run_all(self, chosen: Sequence[Fault], jobs: int, phases: Phases) -> list[CrashResult]:
-        results: list[CrashResult] = []
-        by_point = {fault: self.points[fault.k] for fault in chosen}
-
-        def body(point: Point, fault: Fault) -> Callable[[], int]:
-            return functools.partial(
-                trial_body,
-                self.scenario,
-                self.run,
-                self.fixture,
-                self.trial_of(fault),
-                self.reference,
-                point,
-                fault,
-                self.tamper,
-            )
+        def body(fault: Fault) -> Callable[[], int]:
+            point = sweep.points[fault.k]
+            return functools.partial(trial_body, sweep, trial_of(fault), point, fault, self.tamper)
 
         def done(fault: Fault, status: int) -> None:
-            result, spent = self.collect(fault, by_point[fault], status)
-            results.append(result)
-            phases.add(spent)
+            point = sweep.points[fault.k]
+            boundary = fault.describe(point.entry)
+            findings.append(sweep.collect(trial_of(fault), point, status, boundary))
 
-        pool = processes.Pool(jobs)
-        queue = list(reversed(chosen))
-        while queue or len(pool):
-            while queue and not pool.full():
-                fault = queue.pop()
-                pool.start(body(by_point[fault], fault), fault, self.trial_of(fault) + ".error")
-            tag, status = pool.wait_any()
-            assert isinstance(tag, Fault)
-            done(tag, status)
-        return results
-
-    def collect(self, fault: Fault, point: Point, status: int) -> tuple[CrashResult, Phases]:
-        trial = self.trial_of(fault)
-        found = trials.load(os.path.join(trial, "result.json"))
-        if not found:
-            error = trials.read_last_line(trial + ".error")
-            found = {"status": "failure", "detail": f"the trial ended with {status}: {error}"}
-        shutil.rmtree(trial, ignore_errors=True)
-        spent = found.get("phases")
-        result = CrashResult(
-            scenario=self.scenario.name,
-            k=point.k,
-            status=str(found["status"]),
-            boundary=fault.describe(point.entry),
-            operation=f"step {point.op_index} ({point.op_name})",
-            acceptable=str(found.get("acceptable", "(not checked)")),
-            detail=str(found.get("detail", "")),
-        )
-        return result, Phases.from_json(spent if isinstance(spent, dict) else {})
+        checks = trials.Checks(sweep.jobs, body, trial_of, done)
+        for fault in chosen:
+            checks.add(fault)
+        checks.drain()
+        return sweep.result(sorted(findings, key=lambda f: (f.k, f.boundary)), problem)
 
 
-@attrs.frozen
-class FaultSuiteResult:
-    """The I/O fault campaigns of a suite run."""
-
-    campaigns: tuple[CampaignResult, ...]
-    seconds: float
-
-    def _count(self, *statuses: str) -> int:
-        return sum(r.status in statuses for c in self.campaigns for r in c.results)
-
-    @property
-    def points(self) -> int:
-        return sum(len(c.results) for c in self.campaigns)
-
-    @property
-    def states(self) -> int:
-        return self._count("ok", "failure")
-
-    @property
-    def unfired(self) -> int:
-        return self._count("unfired")
-
-    @property
-    def failures(self) -> int:
-        problems = sum(1 for c in self.campaigns if c.problem)
-        return self._count("failure", "mismatch") + problems
-
-    def summary(self) -> str:
-        return (
-            f"faults=io scenarios={len(self.campaigns)} points={self.points} "
-            f"states={self.states} unfired={self.unfired} failures={self.failures} "
-            f"seconds={self.seconds:.1f}"
-        )
+IO_FAULTS: Final = IoFaults()
 
 
 def run_io_faults(
@@ -346,37 +243,21 @@ def run_io_faults(
     seed: int = 0,
     jobs: int | None = None,
     directory: str | None = None,
-    report: Callable[[CampaignResult], None] | None = None,
-) -> FaultSuiteResult:
-    """Run the I/O fault campaign of each named scenario (the whole catalog when None):
-    every injection point when ``exhaustive``, else the seeded :func:`subset`.
-    ``report`` is called with each campaign as it ends."""
-    started = time.monotonic()
+    report: Callable[[SweepResult], None] | None = None,
+) -> SuiteResult:
+    """Run the I/O fault sweep of each named scenario (the whole catalog when None): every
+    injection point when ``exhaustive``, else the seeded :func:`subset`. ``report`` is
+    called with each sweep as it ends."""
     chosen = [SCENARIOS[name] for name in (names if names is not None else list(SCENARIOS))]
-    results = []
-    for scenario in chosen:
-        result = run_io_fault_campaign(
-            scenario,
-            None if exhaustive else subset(seed, scenario.name),
-            jobs=jobs or default_jobs(),
-            directory=directory or default_directory(),
-        )
-        if report is not None:
-            report(result)
-        results.append(result)
-    return FaultSuiteResult(tuple(results), time.monotonic() - started)
 
+    def select(name: str) -> Selector[Fault]:
+        return every_fault(name) if exhaustive else subset(seed, name)
 
-def io_failure_lines(result: CampaignResult) -> list[str]:
-    """The report lines of a campaign's problem, failures and mismatches (a mismatch
-    counts as a failure of the I/O fault suite)."""
-    return failure_lines(result)
-
-
-def unfired_lines(result: CampaignResult) -> list[str]:
-    """One line per injection whose fault never fired."""
-    return [
-        f"UNFIRED scenario={r.scenario} {r.boundary} in {r.operation}"
-        for r in result.results
-        if r.status == "unfired"
-    ]
+    return run_sweeps(
+        chosen,
+        IO_FAULTS,
+        lambda scenario: select(scenario.name),
+        jobs=jobs,
+        directory=directory,
+        report=report,
+    )

@@ -1,20 +1,19 @@
-"""Crash points and findings: the boundaries of a reference trace, the model states
-acceptable at each, and what a campaign found.
+"""Crash points: the boundaries of a reference trace, the model states acceptable at each,
+and how a sweep chooses among them.
 
 Rules of this file: pure data and pure functions over traces and model states; no process,
 file or store is touched here. The acceptable states follow the rules in
-:mod:`runstore.crashsim.campaign`'s docstring.
+:mod:`runstore.crashsim.sweep`'s docstring.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 import attrs
 from runstore.crashsim.harness import ModelRun
 from runstore.crashsim.scenarios import RECOVER_STEP
-from runstore.crashsim.timing import Phases
 from runstore.crashsim.tracer import CRASH_EXIT, Entry
 from runstore.crashsim.verify import Acceptable
 from runstore.model.state import ModelState
@@ -63,55 +62,16 @@ def _label(done: int, count: int) -> str:
     return "after" if done == count else f"after transaction {done} of {count}"
 
 
-@attrs.frozen
-class CrashResult:
-    """The finding at one crash point: ``status`` is "ok", "failure" or "mismatch"."""
-
-    scenario: str
-    k: int
-    status: str
-    boundary: str
-    operation: str
-    acceptable: str
-    detail: str = ""
-    image: int | None = None
-    """With the image method: the boundary whose identical image (and identical acceptable
-    states) was verified for this one; ``k`` itself when this image was the first."""
+C = TypeVar("C")
+Selector = Callable[[Sequence[Point]], Sequence[C]]
+"""Chooses a sweep's points from its reference points: boundary numbers (``Selector[int]``)
+for the methods that crash, cut or photograph at boundaries, the faults to inject
+(``Selector[Fault]``) for I/O faults."""
 
 
-@attrs.frozen
-class CampaignResult:
-    """One scenario's campaign. ``problem`` is a failure of the fixture or the reference."""
-
-    scenario: str
-    boundaries: int
-    results: tuple[CrashResult, ...]
-    seconds: float
-    problem: str | None = None
-    phases: Phases = attrs.field(factory=Phases)
-    """Where the campaign's time went (see :mod:`runstore.crashsim.timing`)."""
-
-    @property
-    def images(self) -> int:
-        """How many crash images were verified: one per crash point with the kill method,
-        one per distinct image and acceptable states with the image method."""
-        return sum(1 for r in self.results if r.status != "mismatch" and r.image in (None, r.k))
-
-    @property
-    def crashes(self) -> int:
-        return sum(1 for r in self.results if r.status != "mismatch")
-
-    @property
-    def failures(self) -> list[CrashResult]:
-        return [r for r in self.results if r.status == "failure"]
-
-    @property
-    def mismatches(self) -> list[CrashResult]:
-        return [r for r in self.results if r.status == "mismatch"]
-
-
-Selector = Callable[[Sequence[Point]], Sequence[int]]
-"""Chooses the crash points (boundary numbers) of a campaign from its reference points."""
+def every_boundary(points: Sequence[Point]) -> list[int]:
+    """Every boundary of the reference."""
+    return [p.k for p in points]
 
 
 def points_of(trace: Sequence[Entry]) -> list[Point]:

@@ -1,4 +1,4 @@
-"""The power-loss campaign: run a scenario once, photographing the store root at every
+"""The power-loss method: run a scenario once, photographing the store root at every
 boundary and after every persistence effect, and check every on-disk state a power cut
 could leave at each chosen cut.
 
@@ -33,20 +33,16 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
 import attrs
 from runstore.crashsim import processes, trials
-from runstore.crashsim.harness import ModelRun, warm
-from runstore.crashsim.images import WAITING_PER_JOB, stop_at, tree_digest, write_tree
+from runstore.crashsim.images import stop_at, tree_digest, write_tree
 from runstore.crashsim.persistence import Cut, Disk, database_files, photograph
-from runstore.crashsim.points import Point, commit_problem, points_of
 from runstore.crashsim.powerloss_check import LOST, CutPoint, check_state_body
-from runstore.crashsim.scenarios import Scenario
-from runstore.crashsim.timing import Phases
+from runstore.crashsim.results import Finding, SweepResult
+from runstore.crashsim.sweep import Sweep
 from runstore.crashsim.tracer import Entry, describe, effect_number, effect_stop
 
 END: Final = -1
@@ -54,98 +50,26 @@ END: Final = -1
 
 
 @attrs.frozen
-class StateResult:
-    """The finding for one distinct power-loss state."""
+class PowerLoss:
+    """The power-loss method: cut the power at the chosen boundaries (and their steps'
+    persistence effects) and at the end, checking at most ``limit`` states per cut (all
+    when a cut has no more; else a sample seeded with ``seed``); with ``shrink``, the first
+    failure is shrunk."""
 
-    cut: int
-    where: str
-    undone: tuple[str, ...]
-    status: str
-    detail: str
-    copies: int = 1
-    """How many (cut, choice) pairs left this very state with the same acceptable states."""
+    name = "powerloss"
+    persistence = True
+    limit: int
+    seed: int = 0
+    shrink: bool = True
 
-
-@attrs.frozen
-class PowerLossResult:
-    """One scenario's power-loss campaign."""
-
-    scenario: str
-    boundaries: int
-    cuts: int
-    results: tuple[StateResult, ...]
-    seconds: float
-    problem: str | None = None
-    shrunk: str = ""
-    mismatches: tuple[str, ...] = ()
-    sampled: int = 0
-    """How many cuts had more states than the limit (their states were sampled)."""
-
-    @property
-    def states(self) -> int:
-        return len(self.results)
-
-    @property
-    def failures(self) -> list[StateResult]:
-        return [r for r in self.results if r.status != "ok"]
-
-
-Chooser = Callable[[Sequence[Point]], Sequence[int]]
-
-
-def run_powerloss(
-    scenario: Scenario,
-    choose: Chooser,
-    *,
-    limit: int,
-    seed: int = 0,
-    jobs: int = 2,
-    directory: str | None = None,
-    shrink: bool = True,
-) -> PowerLossResult:
-    """Cut the power at the boundaries ``choose`` picks and at the end, checking at most
-    ``limit`` states per cut (all when a cut has no more; else a seeded sample)."""
-    started = time.monotonic()
-    warm()
-    run = ModelRun(scenario)
-    base = tempfile.mkdtemp(prefix=f"runstore-powerloss-{scenario.name}-", dir=directory)
-    phases = Phases()
-
-    def finished(boundaries: int, campaign: _Campaign | None, problem: str = "") -> PowerLossResult:
-        seconds = time.monotonic() - started
-        if campaign is None:
-            return PowerLossResult(scenario.name, boundaries, 0, (), seconds, problem or None)
-        return PowerLossResult(
-            scenario.name,
-            boundaries,
-            campaign.cut_count,
-            tuple(campaign.results()),
-            seconds,
-            problem or None,
-            campaign.shrunk,
-            tuple(campaign.mismatches),
-            campaign.sampled,
+    def run(self, sweep: Sweep, chosen: Sequence[int]) -> SweepResult:
+        cuts = _Cuts(sweep, chosen, self.limit, self.seed)
+        cuts.run()
+        if self.shrink and cuts.first_failure is not None:
+            cuts.shrink()
+        return sweep.result(
+            cuts.results(), cuts=cuts.cut_count, sampled=cuts.sampled, shrunk=cuts.shrunk
         )
-
-    try:
-        fixture, problem = trials.prepare(scenario, run, base, phases)
-        if problem:
-            return finished(0, None, problem)
-        reference, problem = trials.reference(
-            scenario, run, base, fixture, phases, persistence=True
-        )
-        points = points_of(reference)
-        problem = problem or commit_problem(points, run)
-        if problem:
-            return finished(len(points), None, problem)
-        cuts = sorted(set(choose(points)))
-        campaign = _Campaign(scenario, run, base, reference, points, cuts, limit, seed, jobs)
-        campaign.run(fixture)
-        if shrink and campaign.first_failure is not None:
-            campaign.shrink()
-        return finished(len(points), campaign)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def safe_points(reference: Sequence[Entry]) -> set[int]:
@@ -189,41 +113,28 @@ class _State:
     choice: tuple[int, ...]
     items: Cut
     logged: int
-    """How many events of the campaign's log had happened at the cut."""
+    """How many events of the sweep's log had happened at the cut."""
     copies: int = 1
 
 
-class _Campaign:
-    def __init__(
-        self,
-        scenario: Scenario,
-        run: ModelRun,
-        base: str,
-        reference: Sequence[Entry],
-        points: Sequence[Point],
-        cuts: Sequence[int],
-        limit: int,
-        seed: int,
-        jobs: int,
-    ) -> None:
-        self.scenario, self.model, self.base = scenario, run, base
-        self.reference, self.points = reference, points
+class _Cuts:
+    def __init__(self, sweep: Sweep, cuts: Sequence[int], limit: int, seed: int) -> None:
+        self.sweep, self.model, self.points = sweep, sweep.run, sweep.points
         self.cuts = frozenset(cuts)
         self.cut_count = len(self.cuts) + 1
         self.limit, self.seed = limit, seed
-        self.safe = safe_points(reference)
-        self.effects = effects_of(reference)
+        self.safe = safe_points(sweep.reference)
+        self.effects = effects_of(sweep.reference)
         self.effect_cuts = frozenset(
             n for n, (k, _) in enumerate(self.effects) if k in self.cuts or k + 1 in self.cuts
         )
         self.cut_count += len(self.effect_cuts)
-        self.pool = processes.Pool(jobs)
+        self.checks = trials.Checks(sweep.jobs, self._body_of, self._trial, self._collect)
         self.disk: Disk | None = None
         self.states: list[_State] = []
         self.checked: dict[tuple[object, ...], _State] = {}
-        self.waiting: list[_State] = []
         self.findings: dict[int, tuple[str, str]] = {}
-        self.mismatches: list[str] = []
+        self.mismatches: list[Finding] = []
         self.first_failure: _State | None = None
         self.shrunk = ""
         self.sampled = 0
@@ -231,41 +142,64 @@ class _Campaign:
         """Each persistence event up to now, with the boundary it precedes: the photographs'
         file creations and writes, then the seam's recorded effects."""
 
-    def run(self, fixture: str) -> None:
+    def run(self) -> None:
         mismatches = stop_at(
-            self.scenario,
-            self.model,
-            self.base,
-            fixture,
-            self.reference,
+            self.sweep,
             [*range(len(self.points)), *map(effect_stop, range(len(self.effects)))],
             self._stopped,
-            self._service,
-            persistence=True,
+            self.checks.service,
             on_start=self._started,
             on_end=self._ended,
         )
-        self.mismatches.extend(f"k={k}: {detail}" for k, detail in sorted(mismatches.items()))
-        while self.waiting or len(self.pool):
-            self._start_waiting()
-            self._collect(self.pool.wait_any())
+        for stop, detail in sorted(mismatches.items()):
+            k = stop if stop >= 0 else self.effects[effect_number(stop)][0]
+            where = describe(self.points[k].entry) if stop >= 0 else self._after(stop)
+            self.mismatches.append(
+                self._finding(CutPoint(self.points[k]), where, "mismatch", detail)
+            )
+        self.checks.drain()
         failed = [s for s in self.states if self.findings[s.number][0] != "ok"]
         lost = [s for s in failed if self.findings[s.number][1].startswith(LOST)]
         if failed:
             self.first_failure = min(lost or failed, key=_earliest)
 
-    def results(self) -> list[StateResult]:
-        return [
-            StateResult(
-                state.cut.k,
-                state.where,
-                state.undone,
-                self.findings[state.number][0],
-                self.findings[state.number][1],
-                state.copies,
+    def results(self) -> list[Finding]:
+        """A finding per distinct state, in the order they were cut, then the mismatches."""
+        states = [
+            self._finding(
+                state.cut, state.where, *self.findings[state.number], state.undone, state.copies
             )
             for state in self.states
         ]
+        return states + self.mismatches
+
+    def _finding(
+        self,
+        cut: CutPoint,
+        where: str,
+        status: str,
+        detail: str,
+        undone: tuple[str, ...] | None = None,
+        copies: int = 1,
+    ) -> Finding:
+        step = cut.step(self.model)
+        return Finding(
+            scenario=self.sweep.scenario.name,
+            k=cut.k,
+            status=status,
+            boundary=where,
+            operation=f"step {step} ({self.model.names[step]})",
+            detail=detail,
+            undone=undone,
+            copies=copies,
+        )
+
+    def _after(self, stop: int) -> str:
+        """Where the child stops right after effect ``effect_number(stop)``."""
+        n = effect_number(stop)
+        k, effect = self.effects[n]
+        what = " ".join(str(part) for part in effect)
+        return f"{describe(self.points[k].entry)}, after its effect #{n}: {what}"
 
     # --- the imaging run ---------------------------------------------------------------
 
@@ -283,9 +217,7 @@ class _Campaign:
             derived = self.disk.observe(photograph(live), [effect], database)
             self._log(k + 1, derived, [effect])
             if cut:
-                what = " ".join(str(part) for part in effect)
-                where = f"{describe(self.points[k].entry)}, after its effect #{n}: {what}"
-                self._cut(CutPoint(self.points[k]), where)
+                self._cut(CutPoint(self.points[k]), self._after(stop))
             return
         wanted = stop in self.safe or stop in self.cuts
         database = database_files(live) if wanted else None
@@ -330,42 +262,33 @@ class _Campaign:
             )
             self.states.append(state)
             self.checked[key] = state
-            trial = os.path.join(self.base, f"s{state.number}")
+            trial = self._trial(state)
             os.mkdir(trial, 0o700)
             write_tree(tree, os.path.join(trial, "store"))
-            self.waiting.append(state)
-            self._service()
+            self.checks.add(state)
+            self.checks.service()
 
     # --- checking ----------------------------------------------------------------------
 
-    def _service(self) -> None:
-        trials.keep_bounded(
-            self.pool, self.waiting, self._start_waiting, self._collect, WAITING_PER_JOB
-        )
+    def _trial(self, state: _State) -> str:
+        return self.sweep.trial(f"s{state.number}")
 
-    def _start_waiting(self) -> None:
-        while self.waiting and not self.pool.full():
-            state = self.waiting.pop(0)
-            trial = os.path.join(self.base, f"s{state.number}")
-            self.pool.start(self._body(state, trial), state, trial + ".error")
+    def _body_of(self, state: _State) -> Callable[[], int]:
+        return self._body(state, self._trial(state))
 
     def _body(self, state: _State, trial: str) -> Callable[[], int]:
         """The trial child's body checking the state written in ``trial``."""
         return functools.partial(
             check_state_body,
-            self.scenario,
+            self.sweep.scenario,
             self.model,
             state.cut,
             os.path.join(trial, "store"),
             os.path.join(trial, "result.json"),
         )
 
-    def _collect(self, ended: tuple[object, int]) -> None:
-        state, status = ended
-        assert isinstance(state, _State)
-        trial = os.path.join(self.base, f"s{state.number}")
-        self.findings[state.number] = _finding(trial, status)
-        shutil.rmtree(trial, ignore_errors=True)
+    def _collect(self, state: _State, status: int) -> None:
+        self.findings[state.number] = _verdict(self._trial(state), status)
 
     # --- shrinking ---------------------------------------------------------------------
 
@@ -401,25 +324,21 @@ class _Campaign:
         )
 
     def _check_now(self, state: _State, choice: tuple[int, ...]) -> tuple[str, str]:
-        trial = os.path.join(self.base, "shrinking")
+        trial = self.sweep.trial("shrinking")
         shutil.rmtree(trial, ignore_errors=True)
         os.mkdir(trial, 0o700)
         write_tree(state.items.materialize(choice), os.path.join(trial, "store"))
         status = processes.run(self._body(state, trial), trial + ".error")
-        finding = _finding(trial, status)
-        shutil.rmtree(trial, ignore_errors=True)
-        return finding
+        return _verdict(trial, status)
 
 
 def _earliest(state: _State) -> tuple[bool, int, int]:
     return state.cut.k == END, state.cut.k, state.number
 
 
-def _finding(trial: str, status: int) -> tuple[str, str]:
-    found = trials.load(os.path.join(trial, "result.json"))
-    if not found:
-        error = trials.read_last_line(trial + ".error")
-        return "failure", f"the trial process ended with {status}: {error}"
+def _verdict(trial: str, status: int) -> tuple[str, str]:
+    """The status and detail of the trial in ``trial`` (then removed)."""
+    found = trials.found(trial, status)
     return str(found["status"]), str(found.get("detail", ""))
 
 

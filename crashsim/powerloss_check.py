@@ -1,4 +1,4 @@
-"""Checking one power-loss state: what the process-death campaign requires, and if that
+"""Checking one power-loss state: what a process-death sweep requires, and if that
 fails, whether an acknowledged result was lost.
 
 Rules of this file: the ``*_body`` functions run in forked children and report through a

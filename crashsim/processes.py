@@ -14,10 +14,11 @@ import select
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 ERROR_EXIT: Final = 70
 """A child's exit status when its function raised."""
+T = TypeVar("T")
 
 
 def fork(function: Callable[[], int], error_path: str | None = None) -> int:
@@ -60,13 +61,13 @@ def run(function: Callable[[], int], error_path: str | None = None) -> int:
     return wait(fork(function, error_path))
 
 
-class Pool:
-    """Runs at most ``jobs`` children at a time; :meth:`wait_any` and :meth:`reap`
-    reap one of them."""
+class Pool(Generic[T]):
+    """Runs at most ``jobs`` children at a time, each known by its tag; :meth:`wait_any`
+    and :meth:`reap` reap one of them."""
 
     def __init__(self, jobs: int) -> None:
         self.jobs = max(1, jobs)
-        self._fds: dict[int, tuple[int, object]] = {}  # pidfd -> (pid, tag)
+        self._fds: dict[int, tuple[int, T]] = {}  # pidfd -> (pid, tag)
         self._poll = select.poll()
 
     def __len__(self) -> int:
@@ -75,22 +76,20 @@ class Pool:
     def full(self) -> bool:
         return len(self._fds) >= self.jobs
 
-    def start(
-        self, function: Callable[[], int], tag: object, error_path: str | None = None
-    ) -> None:
+    def start(self, function: Callable[[], int], tag: T, error_path: str | None = None) -> None:
         pid = fork(function, error_path)
         fd = os.pidfd_open(pid)
         self._fds[fd] = (pid, tag)
         self._poll.register(fd, select.POLLIN)
 
-    def wait_any(self) -> tuple[object, int]:
+    def wait_any(self) -> tuple[T, int]:
         """Block until a child ends; returns its tag and exit status."""
         while True:
             ended = self.reap(None)
             if ended is not None:
                 return ended
 
-    def reap(self, timeout_ms: int | None = 0) -> tuple[object, int] | None:
+    def reap(self, timeout_ms: int | None = 0) -> tuple[T, int] | None:
         """One ended child's tag and exit status, waiting at most ``timeout_ms`` (forever
         when None); None when none ended by then."""
         for fd, _ in self._poll.poll(timeout_ms):

@@ -1,4 +1,4 @@
-"""The crash campaigns' scenarios: initialization, every writer operation and both
+"""The crash simulator's scenarios: initialization, every writer operation and both
 publications (every terminal outcome, fresh and identical-content reuse).
 
 Rules of this file: values and deterministic functions only. A :class:`Scenario` is a
@@ -83,13 +83,13 @@ class Step:
 
 @attrs.frozen
 class Scenario:
-    """A campaign's scenario: its fixture recipe and its crash-tested steps."""
+    """A sweep's scenario: its fixture recipe and its crash-tested steps."""
 
     name: str
     setup: tuple[Step, ...]
     steps: tuple[Step, ...]
     initialized: bool = True
-    """False for the initialization campaign, whose fixture is an empty root."""
+    """False for the initialization scenario, whose fixture is an empty root."""
     resume: bool = False
     """After a crash, re-run the interrupted step and the rest before the generic
     continuation (publication scenarios); False keeps the generic continuation only."""
@@ -242,7 +242,7 @@ def publish_final(
 
 
 RECOVER_STEP: Final = "recover"
-"""The name of a recovery step (the campaign gives its crash points their own rule)."""
+"""The name of a recovery step (a sweep gives its crash points their own rule)."""
 
 
 def recover(now: int) -> Step:
@@ -291,7 +291,7 @@ ALL_EDGES = (
 REOPEN: Final = "reopen"
 INIT_REGISTER: Final = "init_register"
 """A store created by opening, then its first registration: the first acknowledged result
-of a new store (the power-loss campaign's check that creating the database is durable)."""
+of a new store (the power-loss sweep's check that creating the database is durable)."""
 
 
 def _scenario(name: str, setup: tuple[Step, ...], *steps: Step) -> Scenario:
@@ -332,7 +332,7 @@ PUBLISHED_OBSERVED = (
     finalize(A, "claim-a", 1_200),
     observe(A, "result-a", True, 1_300, RESULT_ARTIFACT),
 )
-# The recovery campaigns: what a dead publisher leaves (made by a step refused on purpose
+# The recovery scenarios: what a dead publisher leaves (made by a step refused on purpose
 # at the point a crash would stop it), then recovery itself is the crash-tested step.
 DIED_AFTER_RENAME = publish_final(
     A,
@@ -388,7 +388,7 @@ PUBLICATIONS: Final = (
         publish_final(A, Failed(code="worker_exit", details={"exit": 1}), 1_400),
     ),
 )
-"""The publication campaigns: a publication is the crash-tested step."""
+"""The publication scenarios: a publication is the crash-tested step."""
 
 
 SCENARIOS: Final[dict[str, Scenario]] = {
@@ -437,13 +437,14 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         *RECOVERIES,
     )
 }
-"""Every campaign of the catalog, by name."""
+"""Every scenario of the catalog, by name."""
 
 FULL_IN_SUBSET: Final = ("init", "commit_accepted")
 """The scenarios the representative subset crashes at every boundary of their steps (and
 of opening only for ``init``, which is all opening; see :mod:`runstore.crashsim.suite`)."""
 OPENING_SCENARIOS: Final = ("init", REOPEN)
-"""The campaigns that crash opening: creating a store (``init``) and opening an existing
-one that holds attempts, artifacts and objects (``reopen``). Every other campaign crashes
-only its steps: opening an existing store is the same path whatever the store holds (it
-reads and writes nothing of the store's content), so crashing it once is enough."""
+"""The scenarios whose sweeps crash opening: creating a store (``init``) and opening an
+existing one that holds attempts, artifacts and objects (``reopen``). Every other sweep
+crashes only its steps: opening an existing store is the same path whatever the store
+holds (it reads and writes nothing of the store's content), so crashing it once is
+enough."""

@@ -1,15 +1,18 @@
-"""Running several campaigns: the representative subset or every boundary, and the summary.
+"""Running several sweeps: the one suite loop every method shares, and for process death
+the representative subset or every boundary.
 
-Rules of this file: the choice of crash points lives here. Opening is crashed by the two
-opening campaigns only (:data:`~runstore.crashsim.scenarios.OPENING_SCENARIOS`: creating a
-store, ``init``, and opening an existing one, ``reopen``); every other campaign crashes
-its steps and never its opening, which is the same path whatever the store holds. The
-exhaustive suite crashes every boundary of the opening campaigns and every step boundary
-of the others. The representative subset crashes every boundary of ``init``, a seeded
-sample of ``reopen``'s (:data:`SAMPLE_OPENING`, with every filesystem boundary of its
-probes), every step boundary of the scenarios in
-:data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`, and for the others a seeded sample of
-step boundaries that always includes the boundaries around each COMMIT.
+Rules of this file: the suite loop (:func:`run_sweeps`, which the I/O fault, power-loss
+and comparison suites use too) and the choice of crash points live here. Opening is
+crashed by the two opening sweeps only
+(:data:`~runstore.crashsim.scenarios.OPENING_SCENARIOS`: creating a store, ``init``, and
+opening an existing one, ``reopen``); every other sweep crashes its steps and never its
+opening, which is the same path whatever the store holds. The exhaustive suite crashes
+every boundary of the opening sweeps and every step boundary of the others. The
+representative subset crashes every boundary of ``init``, a seeded sample of ``reopen``'s
+(:data:`SAMPLE_OPENING`, with every filesystem boundary of its probes), every step
+boundary of the scenarios in :data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`, and for
+the others a seeded sample of step boundaries that always includes the boundaries around
+each COMMIT.
 For the publication scenarios (``resume`` set) and the recovery scenarios (a ``recover``
 step) the sample also always includes the
 *landmarks* of the steps: both boundaries of every filesystem operation (each syscall of
@@ -17,7 +20,7 @@ a compound step has its own pair: creating, locking, each fsync, the rename and 
 parent sync after it, the cleanup) and of every SQL write (the stage's lease, the
 registration and the terminal projection's rows), so outcome construction, the rename and
 the terminal commit are crashed at every default run.
-The work directory defaults to ``/dev/shm`` where it exists: the campaigns simulate
+The work directory defaults to ``/dev/shm`` where it exists: the sweeps simulate
 process death, not power loss, so the page cache is part of what survives and a tmpfs
 gives the same answers without waiting for the disk. ``jobs`` defaults to the core count.
 """
@@ -28,9 +31,12 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
-import attrs
-from runstore.crashsim.campaign import CampaignResult, Method, Point, Selector, run_campaign
+from runstore.crashsim.images import IMAGE
+from runstore.crashsim.kill import KILL
+from runstore.crashsim.points import Point, Selector, every_boundary
+from runstore.crashsim.results import SuiteResult, SweepResult
 from runstore.crashsim.scenarios import (
     FULL_IN_SUBSET,
     OPENING_SCENARIOS,
@@ -38,48 +44,18 @@ from runstore.crashsim.scenarios import (
     SCENARIOS,
     Scenario,
 )
-from runstore.crashsim.timing import Phases
+from runstore.crashsim.sweep import Method, run_sweep
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
+
+C = TypeVar("C", bound="SupportsRichComparison")
 
 SAMPLE_OPENING = 48
 SAMPLE_STEPS = 24
-
-
-@attrs.frozen
-class SuiteResult:
-    campaigns: tuple[CampaignResult, ...]
-    seconds: float
-
-    @property
-    def failures(self) -> int:
-        return sum(len(c.failures) + (1 if c.problem else 0) for c in self.campaigns)
-
-    @property
-    def mismatches(self) -> int:
-        return sum(len(c.mismatches) for c in self.campaigns)
-
-    @property
-    def crashes(self) -> int:
-        return sum(c.crashes for c in self.campaigns)
-
-    @property
-    def points_per_second(self) -> float:
-        return self.crashes / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def phases(self) -> Phases:
-        total = Phases()
-        for campaign in self.campaigns:
-            total.add(campaign.phases)
-        return total
-
-    def summary(self) -> str:
-        boundaries = sum(c.boundaries for c in self.campaigns)
-        images = sum(c.images for c in self.campaigns)
-        return (
-            f"scenarios={len(self.campaigns)} boundaries={boundaries} crashes={self.crashes} "
-            f"images={images} failures={self.failures} seconds={self.seconds:.1f} "
-            f"points_per_second={self.points_per_second:.1f}"
-        )
+CrashMethod = Literal["image", "kill"]
+METHODS: Final[dict[CrashMethod, Method[int]]] = {"image": IMAGE, "kill": KILL}
+"""The two methods that simulate process death, by the name ``--method`` takes."""
 
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
@@ -91,9 +67,11 @@ def landmark(point: Point) -> bool:
     return point.op_index > 0 and (kind == "fs" or text.startswith(WRITES))
 
 
-def sampler(seed: int, name: str, landmarks: bool = False, every_step: bool = False) -> Selector:
+def sampler(
+    seed: int, name: str, landmarks: bool = False, every_step: bool = False
+) -> Selector[int]:
     """The subset's seeded choice of crash points for scenario ``name``: for an opening
-    campaign (no steps), :data:`SAMPLE_OPENING` boundaries and every filesystem boundary;
+    sweep (no steps), :data:`SAMPLE_OPENING` boundaries and every filesystem boundary;
     else step boundaries only, with every :func:`landmark` when ``landmarks`` and every
     step boundary when ``every_step``."""
 
@@ -133,15 +111,13 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
-def selector(
-    scenario: Scenario, exhaustive: bool, seed: int, full: Sequence[str]
-) -> Selector | None:
-    """The crash points of ``scenario``'s campaign (None: every boundary)."""
+def selector(scenario: Scenario, exhaustive: bool, seed: int, full: Sequence[str]) -> Selector[int]:
+    """The crash points of ``scenario``'s sweep."""
     opening = scenario.name in OPENING_SCENARIOS
     if exhaustive:
-        return None if opening else steps_only
+        return every_boundary if opening else steps_only
     if opening and scenario.name in full:
-        return None
+        return every_boundary
     return sampler(
         seed, scenario.name, landmarks=_landmarked(scenario), every_step=scenario.name in full
     )
@@ -155,44 +131,44 @@ def run_suite(
     full: Sequence[str] = FULL_IN_SUBSET,
     jobs: int | None = None,
     directory: str | None = None,
-    method: Method = "image",
-    report: Callable[[CampaignResult], None] | None = None,
+    method: CrashMethod = "image",
+    report: Callable[[SweepResult], None] | None = None,
 ) -> SuiteResult:
-    """Run each scenario's campaign (the whole catalog when None) at the points
+    """Run each scenario's sweep (the whole catalog when None) at the points
     :func:`selector` chooses, by ``method``."""
+    return run_sweeps(
+        list(SCENARIOS.values()) if scenarios is None else scenarios,
+        METHODS[method],
+        lambda scenario: selector(scenario, exhaustive, seed, full),
+        jobs=jobs,
+        directory=directory,
+        report=report,
+    )
+
+
+def run_sweeps(
+    scenarios: Sequence[Scenario],
+    method: Method[C],
+    select: Callable[[Scenario], Selector[C]],
+    *,
+    jobs: int | None = None,
+    directory: str | None = None,
+    report: Callable[[SweepResult], None] | None = None,
+) -> SuiteResult:
+    """Sweep each of ``scenarios`` in turn by ``method`` at the points ``select(scenario)``
+    chooses (``jobs`` defaults to the core count, ``directory`` to :func:`default_directory`);
+    ``report`` is called with each sweep as it ends."""
     started = time.monotonic()
-    chosen = list(SCENARIOS.values()) if scenarios is None else list(scenarios)
     results = []
-    for scenario in chosen:
-        result = run_campaign(
+    for scenario in scenarios:
+        result = run_sweep(
             scenario,
-            selector(scenario, exhaustive, seed, full),
+            select(scenario),
+            method=method,
             jobs=jobs or default_jobs(),
             directory=directory or default_directory(),
-            method=method,
         )
         if report is not None:
             report(result)
         results.append(result)
-    return SuiteResult(tuple(results), time.monotonic() - started)
-
-
-def failure_lines(result: CampaignResult) -> list[str]:
-    """The report lines of a campaign's problem, failures and mismatches."""
-    lines = []
-    if result.problem:
-        lines.append(f"FAILURE scenario={result.scenario}: {result.problem}")
-    for crash in result.failures:
-        lines.append(
-            f"FAILURE scenario={crash.scenario} k={crash.k} in {crash.operation}\n"
-            f"  boundary: {crash.boundary}\n"
-            f"  acceptable: {crash.acceptable}\n"
-            f"  found: {crash.detail}"
-        )
-    for crash in result.mismatches:
-        lines.append(
-            f"MISMATCH scenario={crash.scenario} k={crash.k} (not counted)\n"
-            f"  boundary: {crash.boundary}\n"
-            f"  {crash.detail}"
-        )
-    return lines
+    return SuiteResult(method.name, tuple(results), time.monotonic() - started)

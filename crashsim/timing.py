@@ -1,8 +1,8 @@
-"""Where a campaign's time goes: named phases, summed across processes.
+"""Where a sweep's time goes: named phases, summed across processes.
 
 Rules of this file: a :class:`Phases` sums wall seconds and counts per phase name; a trial
 child measures its own phases and writes them with its finding (:meth:`Phases.to_json`),
-and the campaign's parent adds them up (:meth:`Phases.add`). Measuring is two
+and the sweep's parent adds them up (:meth:`Phases.add`). Measuring is two
 ``time.perf_counter`` calls per phase, cheap enough to stay on in every run; ``--profile``
 only decides whether the table is printed.
 """

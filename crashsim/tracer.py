@@ -41,7 +41,7 @@ Entry = list[object]
 Phase = Literal["before", "after"]
 Fault = Callable[[int, Phase, str, str], None]
 """``fault(k, phase, kind, text)``: called at each boundary right after it is written (the
-I/O fault campaign's injector, :mod:`runstore.crashsim.iofaults`); raising ``OSError``
+I/O fault method's injector, :mod:`runstore.crashsim.iofaults`); raising ``OSError``
 from a filesystem "before" boundary makes that operation fail."""
 
 CRASH_EXIT: Final = 77

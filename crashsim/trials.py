@@ -1,11 +1,12 @@
-"""What both crash methods share: the fixture and the reference execution, checking one
-crashed store against its point's acceptable states, and reading a trial's finding back.
+"""What the methods share about trials: checking one crashed store against its point's
+acceptable states, running trial children at most ``jobs`` at a time, and reading a
+trial's finding back.
 
 Rules of this file: the functions named ``*_body`` run in forked children and report
 through files (a JSON finding per trial, with the trial's :class:`Phases`); the others run
-in the campaign's parent, which never opens a connection or reads a live store. A trial
-directory is ``<base>/k<k>``: the crashed store in ``store``, the finding in
-``result.json``, and a child's traceback next to it in ``k<k>.error``.
+in the sweep's parent, which never opens a connection or reads a live store. A trial
+directory is ``<base>/<name>`` (``k<k>`` for a boundary's): the crashed store in ``store``,
+the finding in ``result.json``, and a child's traceback next to it in ``<name>.error``.
 """
 
 from __future__ import annotations
@@ -13,67 +14,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import Final, Generic, TypeVar
 
 from runstore.crashsim import processes
 from runstore.crashsim.continuation import Resumption
-from runstore.crashsim.harness import COMPLETED, ModelRun, prepare_fixture, run_traced
-from runstore.crashsim.points import CrashResult, Point, brief
+from runstore.crashsim.harness import ModelRun
+from runstore.crashsim.points import Point
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
-from runstore.crashsim.tracer import Entry, describe, read_trace
 from runstore.crashsim.verify import Acceptable, verify
-from runstore.testing.disk import disk_view
 
-
-def prepare(scenario: Scenario, run: ModelRun, base: str, phases: Phases) -> tuple[str, str]:
-    """Make ``<base>/fixture`` in a child and play the model's steps over it; returns the
-    fixture's path and a problem (empty when none)."""
-    fixture = os.path.join(base, "fixture")
-    os.mkdir(fixture, 0o700)
-    error = os.path.join(base, "fixture.error")
-    with phases.measure("fixture"):
-        status = processes.run(lambda: prepare_fixture(scenario, run, fixture), error)
-    if status != COMPLETED:
-        return fixture, f"preparing the fixture failed: {read_last_line(error)}"
-    run.play(lambda state: disk_view(fixture, state))
-    return fixture, ""
-
-
-def reference(
-    scenario: Scenario,
-    run: ModelRun,
-    base: str,
-    fixture: str,
-    phases: Phases,
-    persistence: bool = False,
-) -> tuple[list[Entry], str]:
-    """Record the reference execution on a copy of ``fixture`` and check its final state
-    (with ``persistence``, the trace also holds the seam's persistence effects); returns
-    its trace and a problem (empty when none)."""
-    root = os.path.join(base, "reference")
-    shutil.copytree(fixture, root, symlinks=True)
-    trace_path = os.path.join(base, "reference.trace")
-    with phases.measure("reference run"):
-        status = processes.run(
-            lambda: run_traced(scenario, run, root, trace_path, None, persistence=persistence)
-        )
-    trace = read_trace(trace_path)
-    if status != COMPLETED or not trace or trace[-1] != ["done"]:
-        last = trace[-1] if trace else "nothing"
-        return trace, f"the reference execution did not complete (status {status}, {last})"
-    result_path = os.path.join(base, "reference.json")
-    final = [("after", run.states[-1])]
-    final_step = len(run.transactions) - 1
-    done = len(run.transactions[final_step]) - 1
-    resumption = Resumption.of(scenario, run, final_step, [done]) if scenario.resume else None
-    with phases.measure("reference check"):
-        processes.run(lambda: verify_body(root, final, result_path, resumption, run.published))
-    found = load(result_path)
-    shutil.rmtree(root, ignore_errors=True)
-    if found.get("status") != "ok":
-        return trace, f"the completed reference run fails verification: {found.get('detail')}"
-    return trace, ""
+WAITING_PER_JOB: Final = 4
+"""How many trials may wait per job before :meth:`Checks.service` blocks on one ending."""
+T = TypeVar("T")
 
 
 def check_point_body(
@@ -113,80 +67,61 @@ def verify_body(
     return 0
 
 
-def collect(
-    scenario: Scenario,
-    run: ModelRun,
-    trial: str,
-    point: Point,
-    status: int,
-    found: dict[str, object] | None = None,
-) -> tuple[CrashResult, Phases]:
-    """The finding of the trial in directory ``trial`` (then removed), or ``found`` when
-    given; a trial that wrote none is a failure naming its exit status and last error."""
-    if found is None:
-        found = load(os.path.join(trial, "result.json"))
-        shutil.rmtree(trial, ignore_errors=True)
-    if not found:
-        error = read_last_line(trial + ".error")
-        found = {"status": "failure", "detail": f"the trial process ended with {status}: {error}"}
-    acceptable = " | ".join(
-        f"{label}: {brief(state)}" for label, state in point.acceptable(run.transactions)
-    )
-    detail = str(found.get("detail", ""))
-    if found.get("matched"):
-        detail = f"matched {found['matched']}; {detail}"
-    phases = found.get("phases")
-    result = CrashResult(
-        scenario=scenario.name,
-        k=point.k,
-        status=str(found["status"]),
-        boundary=describe(point.entry),
-        operation=f"step {point.op_index} ({point.op_name})",
-        acceptable=acceptable,
-        detail=detail,
-    )
-    return result, Phases.from_json(phases if isinstance(phases, dict) else {})
+def found(trial: str, status: int) -> dict[str, object]:
+    """The finding the trial in directory ``trial`` wrote (the directory is then removed);
+    a trial that wrote none, ended with exit status ``status``, is a failure naming its
+    status and last error."""
+    finding = load(os.path.join(trial, "result.json"))
+    shutil.rmtree(trial, ignore_errors=True)
+    if finding:
+        return finding
+    error = read_last_line(trial + ".error")
+    return {"status": "failure", "detail": f"the trial process ended with {status}: {error}"}
 
 
-def each_point(
-    points: Sequence[Point],
-    jobs: int,
-    body: Callable[[Point], Callable[[], int]],
-    trial_of: Callable[[Point], str],
-    done: Callable[[Point, int], None],
-) -> None:
-    """Run ``body(point)`` in a child for each point, at most ``jobs`` at once (its
-    traceback in ``trial_of(point) + ".error"``), calling ``done(point, status)`` as each
-    ends."""
-    pool = processes.Pool(jobs)
-    queue = list(reversed(points))
-    while queue or len(pool):
-        while queue and not pool.full():
-            point = queue.pop()
-            pool.start(body(point), point, trial_of(point) + ".error")
-        tag, status = pool.wait_any()
-        assert isinstance(tag, Point)
-        done(tag, status)
+class Checks(Generic[T]):
+    """Trial children, at most ``jobs`` at once, one per item added: ``body(item)`` runs in
+    the child (its traceback in ``trial_of(item) + ".error"``) and ``done(item, status)`` is
+    called in the parent as each ends."""
 
+    def __init__(
+        self,
+        jobs: int,
+        body: Callable[[T], Callable[[], int]],
+        trial_of: Callable[[T], str],
+        done: Callable[[T, int], None],
+    ) -> None:
+        self._pool: processes.Pool[T] = processes.Pool(jobs)
+        self._waiting: list[T] = []
+        self._body, self._trial_of, self._done = body, trial_of, done
 
-def keep_bounded(
-    pool: processes.Pool,
-    waiting: Sequence[object],
-    start_waiting: Callable[[], None],
-    collect: Callable[[tuple[object, int]], None],
-    per_job: int,
-) -> None:
-    """Collect the checks that ended, start waiting ones, and while at least ``per_job``
-    per job still wait, block on checks ending (a stopped child stays stopped meanwhile, so
-    the copies waiting on disk stay bounded)."""
-    ended = pool.reap(0)
-    while ended is not None:
-        collect(ended)
-        ended = pool.reap(0)
-    start_waiting()
-    while len(waiting) >= per_job * pool.jobs:
-        collect(pool.wait_any())
-        start_waiting()
+    def add(self, item: T) -> None:
+        """Queue ``item``'s trial; it starts at the next :meth:`service` or :meth:`drain`."""
+        self._waiting.append(item)
+
+    def service(self) -> None:
+        """Collect the trials that ended, start waiting ones, and while at least
+        :data:`WAITING_PER_JOB` per job still wait, block on trials ending (a stopped
+        execution stays stopped meanwhile, so the copies waiting on disk stay bounded)."""
+        ended = self._pool.reap(0)
+        while ended is not None:
+            self._done(*ended)
+            ended = self._pool.reap(0)
+        self._start_waiting()
+        while len(self._waiting) >= WAITING_PER_JOB * self._pool.jobs:
+            self._done(*self._pool.wait_any())
+            self._start_waiting()
+
+    def drain(self) -> None:
+        """Run every waiting trial and wait for every trial to end."""
+        while self._waiting or len(self._pool):
+            self._start_waiting()
+            self._done(*self._pool.wait_any())
+
+    def _start_waiting(self) -> None:
+        while self._waiting and not self._pool.full():
+            item = self._waiting.pop(0)
+            self._pool.start(self._body(item), item, self._trial_of(item) + ".error")
 
 
 def write(path: str, value: dict[str, object]) -> None:

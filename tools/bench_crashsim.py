@@ -1,7 +1,7 @@
 """Benchmark: crash points per second of the two crash methods, side by side in one run.
 
 For each scenario (``--scenario``, repeatable; default: one of each kind, a writer
-operation, a publication and a recovery), runs the campaign over every step boundary by
+operation, a publication and a recovery), runs its sweep over every step boundary by
 the kill method (a process killed per point) and by the image method (one execution,
 photographed at each point, each distinct photograph checked once), in alternating order
 across ``--rounds`` (default 3), with ``--jobs`` trials at once (default: the core count).
@@ -13,7 +13,9 @@ wrong (any failure or mismatch stops the benchmark with exit status 1).
 holds ``runstore/`` importable as the package, e.g. a copy of an older commit's ``impl/``
 with ``model/`` and ``crashsim/`` inside it) in a subprocess, as a "before" column. Never
 read these figures as absolute: the machine is shared; compare the sides measured
-together. Run: ``python tools/bench_crashsim.py [--scenario NAME] [--rounds N]``.
+together. The old checkout may predate the sweep driver (``runstore.crashsim.sweep``): its
+``runstore.crashsim.campaign.run_campaign`` is called then, with its default method. Run:
+``python tools/bench_crashsim.py [--scenario NAME] [--rounds N]``.
 """
 
 from __future__ import annotations
@@ -25,22 +27,32 @@ import statistics
 import subprocess
 import sys
 
-from runstore.crashsim.campaign import METHODS, run_campaign
 from runstore.crashsim.scenarios import SCENARIOS
-from runstore.crashsim.suite import default_directory, default_jobs, steps_only
+from runstore.crashsim.suite import METHODS, default_directory, default_jobs, steps_only
+from runstore.crashsim.sweep import run_sweep
 
 DEFAULT_SCENARIOS = ("commit_accepted", "publish_finalization_accepted", "recover_expired_claim")
 
 _OLD = """
-import json, sys, time
-from runstore.crashsim.campaign import run_campaign
+import json, os, sys
+import runstore.crashsim
 from runstore.crashsim.scenarios import SCENARIOS
-result = run_campaign(
-    SCENARIOS[sys.argv[1]], lambda ps: [p.k for p in ps if p.op_index > 0],
-    jobs=int(sys.argv[2]), directory=sys.argv[3] or None,
-)
+scenario, jobs, directory = SCENARIOS[sys.argv[1]], int(sys.argv[2]), sys.argv[3] or None
+steps = lambda ps: [p.k for p in ps if p.op_index > 0]
+# Before the sweep driver (by the package's own files: an editable install of this checkout
+# would supply runstore.crashsim.sweep to any package on the path).
+folders = runstore.crashsim.__path__
+if any(os.path.isfile(os.path.join(folder, "campaign.py")) for folder in folders):
+    from runstore.crashsim.campaign import run_campaign
+    result = run_campaign(scenario, steps, jobs=jobs, directory=directory)
+    checked = result.crashes
+else:
+    from runstore.crashsim.kill import KILL
+    from runstore.crashsim.sweep import run_sweep
+    result = run_sweep(scenario, steps, method=KILL, jobs=jobs, directory=directory)
+    checked = result.checked
 bad = len(result.failures) + len(result.mismatches) + (1 if result.problem else 0)
-print(json.dumps([result.crashes, result.seconds, bad]))
+print(json.dumps([checked, result.seconds, bad]))
 """
 
 
@@ -74,16 +86,20 @@ def main() -> int:
         old: list[float] = []
         points = 0
         for round_ in range(args.rounds):
-            order = METHODS if round_ % 2 == 0 else tuple(reversed(METHODS))
+            order = tuple(METHODS) if round_ % 2 == 0 else tuple(reversed(METHODS))
             for method in order:
-                result = run_campaign(
-                    SCENARIOS[name], steps_only, jobs=args.jobs, directory=directory, method=method
+                result = run_sweep(
+                    SCENARIOS[name],
+                    steps_only,
+                    method=METHODS[method],
+                    jobs=args.jobs,
+                    directory=directory,
                 )
                 if result.problem or result.failures or result.mismatches:
                     print(f"{name} ({method}) found problems: {result.problem}", file=sys.stderr)
                     return 1
-                points = result.crashes
-                rates[method].append(result.crashes / result.seconds)
+                points = result.checked
+                rates[method].append(result.checked / result.seconds)
                 checks[method].append(result.images / result.seconds)
             if args.old:
                 crashes, seconds = _old(args.old, name, args.jobs, directory)

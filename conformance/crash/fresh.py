@@ -1,8 +1,8 @@
-"""Calling a campaign in a fresh interpreter.
+"""Calling a suite of sweeps in a fresh interpreter.
 
-The crash, I/O fault and power-loss campaigns fork a child per trial, and a fork costs
+The crash, I/O fault and power-loss sweeps fork a child per trial, and a fork costs
 more the larger the parent (python-sqlite-facts: 8 ms at 200 MiB, 36 ms at 1 GiB). Late in
-a test session the pytest process has grown large, so a campaign run inside it pays that
+a test session the pytest process has grown large, so a sweep run inside it pays that
 on every trial (the I/O fault subset took 58 s there against 19 s alone). :func:`fresh`
 runs the call in a new, small interpreter instead and returns its result (pickled through
 a file; attrs records pickle as they are).

@@ -1,7 +1,7 @@
-"""The crash simulator: the representative subset passes, the exhaustive campaign passes
+"""The crash simulator: the representative subset passes, the exhaustive suite passes
 (nightly), and the simulator has teeth, by both crash methods.
 
-Each campaign forks: a child prepares the fixture, a child records the reference run; then
+Each sweep forks: a child prepares the fixture, a child records the reference run; then
 either one trial child per crash point copies the fixture, crashes a grandchild at that
 point with ``os._exit`` and verifies what survived (the kill method), or one child runs the
 scenario stopping at each point while the parent photographs the store, and a trial child
@@ -16,24 +16,25 @@ from pathlib import Path
 
 import pytest
 from runstore.crashsim.__main__ import main
-from runstore.crashsim.campaign import (
-    METHODS,
-    Method,
-    Point,
-    Selector,
-    check_prefix,
-    points_of,
-    run_campaign,
-)
 from runstore.crashsim.faulty import changing_path, early_registration, split_reserve
+from runstore.crashsim.points import Point, check_prefix, points_of
+from runstore.crashsim.results import SweepResult
 from runstore.crashsim.scenarios import (
     FULL_IN_SUBSET,
     OPENING_SCENARIOS,
     PUBLICATIONS,
     RECOVERIES,
     SCENARIOS,
+    Scenario,
 )
-from runstore.crashsim.suite import SAMPLE_OPENING, default_directory, run_suite
+from runstore.crashsim.suite import (
+    METHODS,
+    SAMPLE_OPENING,
+    CrashMethod,
+    default_directory,
+    run_suite,
+)
+from runstore.crashsim.sweep import run_sweep
 from runstore.crashsim.tracer import CRASH_EXIT, normalize
 from runstore.crashsim.verify import object_problem
 from runstore.model.state import ModelState
@@ -48,57 +49,61 @@ SUMMARY = re.compile(
 )
 
 
-def _step_points(seen: list[Point]) -> Selector:
-    """A selector that records the reference points and chooses every step boundary."""
+def _every_step(scenario: Scenario, method: CrashMethod) -> tuple[SweepResult, list[Point]]:
+    """``scenario`` swept by ``method`` at every step boundary, and its reference points."""
+    seen: list[Point] = []
 
     def select(points: Sequence[Point]) -> list[int]:
         seen.extend(points)
         return [p.k for p in points if p.op_index > 0]
 
-    return select
+    result = run_sweep(
+        scenario, select, method=METHODS[method], jobs=2, directory=default_directory()
+    )
+    return result, seen
 
 
 def test_representative_subset_passes() -> None:
     suite = fresh("runstore.crashsim.suite:run_suite", seed=0)
-    assert {c.scenario for c in suite.campaigns} == set(SCENARIOS)
-    problems = [(c.scenario, c.problem, c.failures, c.mismatches) for c in suite.campaigns]
+    assert {c.scenario for c in suite.sweeps} == set(SCENARIOS)
+    problems = [(c.scenario, c.problem, c.failures, c.mismatches) for c in suite.sweeps]
     assert suite.failures == 0 and suite.mismatches == 0, problems
-    for campaign in suite.campaigns:
-        assert campaign.crashes > 0
-        assert 0 < campaign.images <= campaign.crashes
-        opening = [r.k for r in campaign.results if r.operation.startswith("step 0 ")]
-        steps = {r.k for r in campaign.results if not r.operation.startswith("step 0 ")}
-        if campaign.scenario == "init":  # all opening, every boundary
-            assert campaign.crashes == campaign.boundaries
-        elif campaign.scenario in OPENING_SCENARIOS:  # opening an existing store, sampled
-            assert SAMPLE_OPENING <= campaign.crashes < campaign.boundaries
+    for sweep in suite.sweeps:
+        assert sweep.checked > 0
+        assert 0 < sweep.images <= sweep.checked
+        opening = [r.k for r in sweep.results if r.operation.startswith("step 0 ")]
+        steps = {r.k for r in sweep.results if not r.operation.startswith("step 0 ")}
+        if sweep.scenario == "init":  # all opening, every boundary
+            assert sweep.checked == sweep.boundaries
+        elif sweep.scenario in OPENING_SCENARIOS:  # opening an existing store, sampled
+            assert SAMPLE_OPENING <= sweep.checked < sweep.boundaries
             assert not steps
-        else:  # opening is crashed by the opening campaigns only
+        else:  # opening is crashed by the opening sweeps only
             assert not opening
-        if campaign.scenario in FULL_IN_SUBSET and campaign.scenario not in OPENING_SCENARIOS:
-            assert steps == set(range(min(steps), campaign.boundaries))
-    # Every publication campaign crashes at its landmarks: each syscall of the compound
+        if sweep.scenario in FULL_IN_SUBSET and sweep.scenario not in OPENING_SCENARIOS:
+            assert steps == set(range(min(steps), sweep.boundaries))
+    # Every publication sweep crashes at its landmarks: each syscall of the compound
     # steps (the rename, then each parent sync), outcome construction, the terminal commit.
     publications = {s.name for s in PUBLICATIONS}
-    for campaign in suite.campaigns:
-        if campaign.scenario not in publications:
+    for sweep in suite.sweeps:
+        if sweep.scenario not in publications:
             continue
-        crashed = [r.boundary for r in campaign.results]
+        crashed = [r.boundary for r in sweep.results]
         # (a rename that finds the address taken has no "after" boundary: it raised)
-        assert any("before fs: rename_noreplace" in b for b in crashed), campaign.scenario
+        assert any("before fs: rename_noreplace" in b for b in crashed), sweep.scenario
         for landmark in ("fsync_dir $ROOT/artifacts/.staging-", "COMMIT"):
-            assert sum(landmark in b for b in crashed) >= 2, (campaign.scenario, landmark)
-        if campaign.scenario.startswith("publish_finalization"):
+            assert sum(landmark in b for b in crashed) >= 2, (sweep.scenario, landmark)
+        if sweep.scenario.startswith("publish_finalization"):
             assert sum("outcome.json" in b for b in crashed) >= 2
             assert any("UPDATE attempts SET state" in b for b in crashed)
-    # Every recovery campaign crashes recovery itself at its landmarks: the renames (a
+    # Every recovery sweep crashes recovery itself at its landmarks: the renames (a
     # quarantine or its own failure's publication) and its transactions' commits.
     recoveries = {s.name for s in RECOVERIES}
-    for campaign in suite.campaigns:
-        if campaign.scenario in recoveries:
-            crashed = [r.boundary for r in campaign.results if "step 1" in r.operation]
-            assert any("rename_noreplace" in b for b in crashed), campaign.scenario
-            assert sum("COMMIT" in b for b in crashed) >= 2, campaign.scenario
+    for sweep in suite.sweeps:
+        if sweep.scenario in recoveries:
+            crashed = [r.boundary for r in sweep.results if "step 1" in r.operation]
+            assert any("rename_noreplace" in b for b in crashed), sweep.scenario
+            assert sum("COMMIT" in b for b in crashed) >= 2, sweep.scenario
     print(suite.summary())
     assert SUMMARY.match(suite.summary())
 
@@ -106,24 +111,21 @@ def test_representative_subset_passes() -> None:
 @pytest.mark.exhaustive
 def test_every_boundary_of_every_scenario_survives_process_death() -> None:
     suite = run_suite(exhaustive=True)
-    problems = [(c.scenario, c.problem, c.failures, c.mismatches) for c in suite.campaigns]
+    problems = [(c.scenario, c.problem, c.failures, c.mismatches) for c in suite.sweeps]
     assert suite.failures == 0 and suite.mismatches == 0, problems
-    for campaign in suite.campaigns:
-        if campaign.scenario in OPENING_SCENARIOS:
-            assert campaign.crashes == campaign.boundaries > 0
+    for sweep in suite.sweeps:
+        if sweep.scenario in OPENING_SCENARIOS:
+            assert sweep.checked == sweep.boundaries > 0
         else:  # every step boundary, none of opening's
-            crashed = [r.k for r in campaign.results]
-            assert crashed == list(range(crashed[0], campaign.boundaries))
-            assert not any(r.operation.startswith("step 0 ") for r in campaign.results)
+            crashed = [r.k for r in sweep.results]
+            assert crashed == list(range(crashed[0], sweep.boundaries))
+            assert not any(r.operation.startswith("step 0 ") for r in sweep.results)
     print(suite.summary())
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_a_split_transaction_fails_between_its_two_commits(method: Method) -> None:
-    seen: list[Point] = []
-    result = run_campaign(
-        split_reserve(), _step_points(seen), jobs=2, directory=default_directory(), method=method
-    )
+def test_a_split_transaction_fails_between_its_two_commits(method: CrashMethod) -> None:
+    result, seen = _every_step(split_reserve(), method)
     assert result.problem is None and not result.mismatches
     step = [p for p in seen if p.op_index == 1]
     commits = [p.k for p in step if p.entry[2:] == ["after", "sql", "COMMIT"]]
@@ -137,19 +139,12 @@ def test_a_split_transaction_fails_between_its_two_commits(method: Method) -> No
     assert between[commits[0]].endswith("after sql: COMMIT")
     assert between[commits[0] + 1].endswith("before sql: BEGIN IMMEDIATE")
     assert all("matches no model state" in r.detail for r in result.failures)
-    assert result.crashes == len(step)
+    assert result.checked == len(step)
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_registering_before_the_rename_fails_until_the_object_is_there(method: Method) -> None:
-    seen: list[Point] = []
-    result = run_campaign(
-        early_registration(),
-        _step_points(seen),
-        jobs=2,
-        directory=default_directory(),
-        method=method,
-    )
+def test_registering_before_the_rename_fails_until_the_object_is_there(method: CrashMethod) -> None:
+    result, seen = _every_step(early_registration(), method)
     assert result.problem is None and not result.mismatches
     step = [p for p in seen if p.op_index == 1]
     final_commit = [p.k for p in step if p.entry[2:] == ["after", "sql", "COMMIT"]][-1]
@@ -158,7 +153,7 @@ def test_registering_before_the_rename_fails_until_the_object_is_there(method: M
     # no object on disk: the model's "after" state, and still a failure.
     assert [r.k for r in result.failures] == list(range(final_commit, rename[0] + 1))
     assert all("is not on disk" in r.detail for r in result.failures)
-    assert result.crashes == len(step)
+    assert result.checked == len(step)
 
 
 def test_acceptable_states_of_a_multi_transaction_step() -> None:
@@ -216,23 +211,15 @@ def test_completed_objects_must_verify_under_their_address(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("method", METHODS)
 def test_a_changing_path_is_a_prefix_mismatch_and_not_counted(
-    tmp_path: Path, method: Method
+    tmp_path: Path, method: CrashMethod
 ) -> None:
-    seen: list[Point] = []
-    marker = f"{tmp_path}/marker"
-    result = run_campaign(
-        changing_path(marker),
-        _step_points(seen),
-        jobs=2,
-        directory=default_directory(),
-        method=method,
-    )
+    result, seen = _every_step(changing_path(f"{tmp_path}/marker"), method)
     assert result.problem is None and not result.failures
     chosen = [p for p in seen if p.op_index > 0]
     branch = min(p.k for p in chosen if p.op_name == "branching advance")
     mismatched = sorted(r.k for r in result.mismatches)
     assert mismatched == [p.k for p in chosen if p.k >= branch]
-    assert result.crashes == len([p for p in chosen if p.k < branch]) > 0
+    assert result.checked == len([p for p in chosen if p.k < branch]) > 0
     assert all("the reference has" in r.detail for r in result.mismatches)
 
 

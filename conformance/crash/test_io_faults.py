@@ -1,5 +1,5 @@
-"""The I/O fault campaigns (``runstore.crashsim.iofaults``): the subset passes, the
-exhaustive campaign passes (nightly), and the campaign has teeth: a step that swallows a
+"""The I/O fault sweeps (``runstore.crashsim.iofaults``): the subset passes, the
+exhaustive suite passes (nightly), and the method has teeth: a step that swallows a
 failed sync, or lets a raw ``OSError`` escape, is reported; an injection that finds nothing
 to fail is reported as unfired, never as tested.
 
@@ -21,15 +21,12 @@ from pathlib import Path
 import pytest
 from runstore import RunStore, durable
 from runstore.crashsim.iofault_trials import Fault, Injector, Tamper
-from runstore.crashsim.iofaults import (
-    FaultSelector,
-    io_failure_lines,
-    run_io_fault_campaign,
-    run_io_faults,
-)
-from runstore.crashsim.points import CampaignResult, Point
+from runstore.crashsim.iofaults import FaultPick, IoFaults, among, run_io_faults
+from runstore.crashsim.points import Point
+from runstore.crashsim.results import SweepResult, report_lines
 from runstore.crashsim.scenarios import OPENING_SCENARIOS, SCENARIOS
 from runstore.crashsim.suite import default_directory
+from runstore.crashsim.sweep import run_sweep
 from runstore.errors import DurabilityError
 from runstore.store.probes import PROBE_PREFIX
 from runstore.store.publication import staging
@@ -43,27 +40,28 @@ SUMMARY = re.compile(
 
 
 def test_sqlite_can_be_made_to_fail_here() -> None:
-    """The SQLite injections need SQLite's own test hook; without it the campaign reports a
+    """The SQLite injections need SQLite's own test hook; without it the sweep reports a
     problem instead of passing on the filesystem points alone (never a silent skip)."""
     assert sqlite_kernel.available() == ""
 
 
-def _lines(campaigns: Sequence[CampaignResult]) -> str:
-    return "\n".join(line for c in campaigns for line in io_failure_lines(c))
+def _lines(sweeps: Sequence[SweepResult]) -> str:
+    return "\n".join(line for sweep in sweeps for line in report_lines(sweep))
 
 
 def test_subset_passes() -> None:
     suite = fresh("runstore.crashsim.iofaults:run_io_faults", seed=0)
-    assert {c.scenario for c in suite.campaigns} == set(SCENARIOS)
-    assert suite.failures == 0, _lines(suite.campaigns)
-    assert suite.states > 0 and suite.states + suite.unfired == suite.points
-    for campaign in suite.campaigns:
-        assert campaign.results, campaign.scenario
-        opening = any(r.operation.startswith("step 0 ") for r in campaign.results)
-        assert opening == (campaign.scenario in OPENING_SCENARIOS), campaign.scenario
+    assert {sweep.scenario for sweep in suite.sweeps} == set(SCENARIOS)
+    assert suite.failures == 0, _lines(suite.sweeps)
+    states, unfired = suite.count("states"), suite.count("unfired")
+    assert states > 0 and states + unfired == suite.count("points")
+    for sweep in suite.sweeps:
+        assert sweep.results, sweep.scenario
+        opening = any(r.operation.startswith("step 0 ") for r in sweep.results)
+        assert opening == (sweep.scenario in OPENING_SCENARIOS), sweep.scenario
         # every SQLite injection of the subset: a COMMIT that wrote, or opening's own
-        assert any("SQLite writes fail" in r.boundary for r in campaign.results)
-    init = next(c for c in suite.campaigns if c.scenario == "init")
+        assert any("SQLite writes fail" in r.boundary for r in sweep.results)
+    init = next(sweep for sweep in suite.sweeps if sweep.scenario == "init")
     assert any(
         "flock_exclusive $ROOT/.run-store-init.lock [EIO]" in r.boundary for r in init.results
     )
@@ -75,11 +73,11 @@ def test_subset_passes() -> None:
 @pytest.mark.exhaustive
 def test_every_injection_point_of_every_scenario() -> None:
     suite = run_io_faults(exhaustive=True)
-    assert suite.failures == 0, _lines(suite.campaigns)
+    assert suite.failures == 0, _lines(suite.sweeps)
     print(suite.summary())
 
 
-def _fs_faults(operation: str, errno_name: str = "EIO") -> FaultSelector:
+def _fs_faults(operation: str, errno_name: str = "EIO") -> FaultPick:
     """A selector: the filesystem faults of one operation kind, with one errno."""
 
     def select(faults: Sequence[Fault], points: Sequence[Point]) -> list[Fault]:
@@ -120,16 +118,19 @@ def _leak_raw_oserror() -> None:
     staging.create_stage = leaking  # type: ignore[assignment]
 
 
-def _campaign(name: str, operation: str, tamper: Tamper | None = None) -> CampaignResult:
-    return run_io_fault_campaign(
-        SCENARIOS[name], _fs_faults(operation), directory=default_directory(), tamper=tamper
+def _sweep(name: str, operation: str, tamper: Tamper | None = None) -> SweepResult:
+    return run_sweep(
+        SCENARIOS[name],
+        among(name, _fs_faults(operation)),
+        method=IoFaults(tamper),
+        directory=default_directory(),
     )
 
 
 def test_a_swallowed_failed_sync_is_a_receipt_for_something_not_durable() -> None:
-    honest = _campaign("publish_artifact", "fsync_dir")
+    honest = _sweep("publish_artifact", "fsync_dir")
     assert honest.results and not honest.failures, _lines([honest])
-    faulty = _campaign("publish_artifact", "fsync_dir", _swallow_fsync_dir)
+    faulty = _sweep("publish_artifact", "fsync_dir", _swallow_fsync_dir)
     assert len(faulty.results) == len(honest.results)
     # every directory sync of the publication was swallowed and a receipt came back
     assert len(faulty.failures) == len(faulty.results), _lines([faulty])
@@ -138,10 +139,10 @@ def test_a_swallowed_failed_sync_is_a_receipt_for_something_not_durable() -> Non
 
 
 def test_an_untyped_error_escaping_is_a_failure() -> None:
-    honest = _campaign("publish_artifact", "create_directory $ROOT/artifacts/.staging-")
+    honest = _sweep("publish_artifact", "create_directory $ROOT/artifacts/.staging-")
     assert honest.results and not honest.failures, _lines([honest])
     assert all("raised durability_failed" in r.detail for r in honest.results)
-    faulty = _campaign(
+    faulty = _sweep(
         "publish_artifact", "create_directory $ROOT/artifacts/.staging-", _leak_raw_oserror
     )
     assert len(faulty.failures) == len(faulty.results) > 0, _lines([faulty])
@@ -163,10 +164,14 @@ def test_an_injection_that_writes_nothing_is_unfired_not_tested() -> None:
         last = max(f.k for f in switches)
         return [f for f in switches if f.k == last]
 
-    campaign = run_io_fault_campaign(
-        SCENARIOS["reopen"], journal_mode, directory=default_directory()
+    sweep = run_sweep(
+        SCENARIOS["reopen"],
+        among("reopen", journal_mode),
+        method=IoFaults(),
+        directory=default_directory(),
     )
-    assert len(campaign.results) == 2 and {r.status for r in campaign.results} == {"unfired"}
+    assert len(sweep.results) == 2 and {r.status for r in sweep.results} == {"unfired"}
+    assert sweep.checked == 0 and len(sweep.unfired) == 2
 
 
 def test_a_sqlite_injection_is_disarmed_at_the_next_boundary(tmp_path: Path) -> None:
@@ -187,7 +192,7 @@ def test_a_sqlite_injection_is_disarmed_at_the_next_boundary(tmp_path: Path) -> 
 
 def test_a_failing_init_lock_is_durability_failed(tmp_path: Path) -> None:
     """Regression: a failing ``flock`` of ``.run-store-init.lock`` escaped ``RunStore.open``
-    as a raw OSError (found by the I/O fault campaign of ``init``)."""
+    as a raw OSError (found by the I/O fault sweep of ``init``)."""
 
     def failing(phase: str, operation: str, target: str) -> None:
         if phase == "before" and target.endswith(".run-store-init.lock"):

@@ -17,16 +17,19 @@ from pathlib import Path
 
 import pytest
 from runstore.crashsim import processes
-from runstore.crashsim.campaign import Point, Selector, run_campaign
 from runstore.crashsim.equivalence import (
-    Comparison,
     comparable,
     compare_methods,
+    difference_lines,
     wal_checksum,
     wal_content,
 )
+from runstore.crashsim.images import IMAGE
+from runstore.crashsim.points import Point, Selector
+from runstore.crashsim.results import SweepResult
 from runstore.crashsim.scenarios import SCENARIOS
 from runstore.crashsim.suite import default_directory, sampler, steps_only
+from runstore.crashsim.sweep import run_sweep
 
 from conformance.crash.fresh import fresh
 
@@ -105,10 +108,10 @@ def test_the_comparison_sees_every_other_file_whole(tmp_path: Path) -> None:
         assert comparable(changed) != comparable(tree)
 
 
-def compare(name: str, points: str) -> Comparison:
+def compare(name: str, points: str) -> SweepResult:
     """Both methods at ``points`` ("steps": every step boundary; "sample": the subset's
     sample; "landmarks": the sample with every landmark) of scenario ``name``."""
-    select: Selector = (
+    select: Selector[int] = (
         steps_only if points == "steps" else sampler(0, name, landmarks=points == "landmarks")
     )
     return compare_methods(SCENARIOS[name], select, directory=default_directory())
@@ -125,9 +128,9 @@ def compare(name: str, points: str) -> Comparison:
 )
 def test_a_photograph_is_what_a_killed_process_leaves(name: str, points: str) -> None:
     comparison = fresh("conformance.crash.test_methods:compare", name=name, points=points)
-    assert comparison.differences == ()
-    assert comparison.compared >= 20
-    assert comparison.distinct >= 2  # the points leave different stores: not vacuous
+    assert difference_lines(comparison) == [] and comparison.failed == 0
+    assert comparison.checked == len(comparison.results) >= 20
+    assert comparison.images >= 2  # the points leave different stores: not vacuous
 
 
 def test_points_with_identical_photographs_share_one_check() -> None:
@@ -137,10 +140,12 @@ def test_points_with_identical_photographs_share_one_check() -> None:
         seen.extend(points)
         return steps_only(points)
 
-    result = run_campaign(SCENARIOS["commit_accepted"], every_step, directory=default_directory())
+    result = run_sweep(
+        SCENARIOS["commit_accepted"], every_step, method=IMAGE, directory=default_directory()
+    )
     assert result.problem is None and not result.failures and not result.mismatches
     step = [p for p in seen if p.op_index == 1]
-    assert result.crashes == len(step)
+    assert result.checked == len(step)
     # One COMMIT: the store is as before it until it completes, then as after it.
     assert result.images == 2
     checked = {r.k: r for r in result.results}

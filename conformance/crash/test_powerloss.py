@@ -1,5 +1,5 @@
 """The power-loss simulator: the persistence model (what a power cut may leave), the
-default campaigns pass, and the campaign has teeth (tools/powerloss_teeth.py: each dropped
+default sweeps pass, and the method has teeth (tools/powerloss_teeth.py: each dropped
 sync is reported as a lost acknowledged result, with the shrunk operations).
 """
 
@@ -228,18 +228,18 @@ def test_a_stop_can_fall_between_two_effects_of_one_operation(tmp_path: Path) ->
     assert effects[-1] == ["p", "fsync_dir", "$ROOT"]
 
 
-def test_the_default_campaigns_pass() -> None:
+def test_the_default_sweeps_pass() -> None:
     suite = fresh("runstore.crashsim.powerloss_suite:run_powerloss_suite")
-    assert [c.scenario for c in suite.campaigns] == list(DEFAULT)
-    for campaign in suite.campaigns:
-        assert campaign.problem is None, campaign.problem
-        assert not campaign.mismatches, campaign.mismatches
-        assert campaign.failures == [], campaign.failures[:3]
-        assert campaign.states > 1 and campaign.cuts > 1
+    assert [sweep.scenario for sweep in suite.sweeps] == list(DEFAULT)
+    for sweep in suite.sweeps:
+        assert sweep.problem is None, sweep.problem
+        assert not sweep.mismatches, sweep.mismatches
+        assert sweep.failures == [], sweep.failures[:3]
+        assert sweep.checked == len(sweep.results) > 1 and sweep.cuts > 1
     assert SUMMARY.match(suite.summary())
 
 
-def test_the_command_runs_one_campaign(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_runs_one_sweep(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--faults", "powerloss", "--scenario", "init_register"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("init_register: ")
@@ -285,7 +285,7 @@ def test_teeth_object_files_not_synced_before_the_manifest() -> None:
     assert "lost acknowledged result: the artifact artifacts/dataset-" in output
 
 
-def test_the_teeth_campaign_passes_on_an_unmutated_copy() -> None:
+def test_the_teeth_sweep_passes_on_an_unmutated_copy() -> None:
     import powerloss_teeth
 
     with tempfile.TemporaryDirectory() as base:

@@ -143,15 +143,15 @@ def test_every_nightly_step_names_something_that_exists() -> None:
 
 
 def test_the_hypothesis_step_deselects_a_test_that_exists() -> None:
-    """The exhaustive crash test runs as the crash-campaign step; a renamed test would make
-    the deselection a silent no-op and the hypothesis step run the campaign again."""
+    """The exhaustive crash test runs as the crash-suite step; a renamed test would make
+    the deselection a silent no-op and the hypothesis step run the suite again."""
     (argv,) = [argv for name, argv in _listed() if name == "hypothesis"]
     assert "HYPOTHESIS_PROFILE=nightly" in argv
     path, function = argv[argv.index("--deselect") + 1].split("::")
     tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
     (test,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
     assert "pytest.mark.exhaustive" in [ast.unparse(d) for d in test.decorator_list]
-    (crash,) = [argv for name, argv in _listed() if name == "crash-campaign"]
+    (crash,) = [argv for name, argv in _listed() if name == "crash-suite"]
     assert crash[2:4] == ["runstore.crashsim", "--exhaustive"]
 
 
