@@ -1,5 +1,5 @@
-"""Teeth of the power-loss campaign: in a scratch copy of the package, drop one durability
-step the store's guarantees rest on, and check that the power-loss campaign reports a lost
+"""Teeth of the power-loss sweeps: in a scratch copy of the package, drop one durability
+step the store's guarantees rest on, and check that the power-loss sweep reports a lost
 acknowledged result with the shrunk sequence of operations.
 
 The mutations (each replaces one text that must occur exactly once in its file):
@@ -14,7 +14,7 @@ The mutations (each replaces one text that must occur exactly once in its file):
 For each, the scratch tree is ``<tmp>/runstore`` (the package as it is installed,
 ``tools/package_map.py``), and the power-loss check runs in a subprocess with
 ``PYTHONPATH=<tmp>``: ``python -m runstore.crashsim --faults powerloss --scenario NAME``.
-A mutation is caught when the campaign exits with status 1, its output names a ``lost
+A mutation is caught when the sweep exits with status 1, its output names a ``lost
 acknowledged result`` and holds a ``SHRUNK`` report. The real sources are only read.
 
 Usage, from the repository root::
