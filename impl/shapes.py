@@ -11,24 +11,16 @@ what needs the database or the model's state (conflicts, unknown artifacts) stay
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
 from runstore.enums import ExecutionKind, ObservationSlotKind, SlotRole
 from runstore.errors import InvalidRecordError, ObservationSlotMismatchError, RunStoreError
 from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
-
-FINAL_ROLE: Final = "final"
-"""The role name reserved for the final artifact; references may not use it."""
-
-LEASED_ROOT_ROLE: Final = "leased_root"
-"""The reference role under which a recovered failure retains its leases' artifact roots."""
+from runstore.requests import Reference
 
 
-def references_refusal(references: Sequence[tuple[str, str]]) -> RunStoreError | None:
-    """``invalid_record`` for a reference role that is empty or ``final``, or a repeated
-    ``(role, artifact_id)`` pair."""
-    if any(not role or role == FINAL_ROLE for role, _ in references):
-        return InvalidRecordError("reference roles must be nonempty and not 'final'")
+def references_refusal(references: Sequence[Reference]) -> RunStoreError | None:
+    """``invalid_record`` for a repeated ``(role, artifact_id)`` reference (each
+    :class:`~runstore.requests.Reference` checked its own role when it was built)."""
     if len(set(references)) != len(references):
         return InvalidRecordError("a reference repeats an artifact within a role")
     return None

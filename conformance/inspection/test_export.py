@@ -27,6 +27,7 @@ from runstore import (
     AttemptState,
     FirstAttempt,
     LeaseRequest,
+    Reference,
     RunStore,
     durable,
 )
@@ -452,7 +453,7 @@ def _hand_made_store(root: Path) -> None:
         receipt = store.register_observation(
             guard, observation, published.artifact, [], True, clock()
         )
-        references = [("observation", published.artifact.id)]
+        references = [Reference("observation", published.artifact.id)]
         store.publish_finalization(
             receipt.attempt, Accepted(), references, payload("stdout.log"), clock
         )

@@ -26,6 +26,7 @@ from runstore import (
     LeaseRequest,
     Next,
     OwnedAttempt,
+    Reference,
     RunStore,
     SlotRole,
     Superseded,
@@ -145,7 +146,7 @@ def build_store(root: Path) -> Built:
             guard,
             Accepted(),
             _artifact(ArtifactKind.ATTEMPT, "accepted-attempt", 1_500),
-            [("observation", observed.id)],
+            [Reference("observation", observed.id)],
             1_500,
             1_500,
         )

@@ -27,6 +27,7 @@ from runstore import (
     FirstAttempt,
     Next,
     OwnedAttempt,
+    Reference,
     Retry,
     SlotRole,
     Superseded,
@@ -205,17 +206,20 @@ def commit_with_observation_artifact() -> object:
 
 
 @case("invalid_record")
-def commit_with_final_role_reference() -> object:
+def commit_with_a_tuple_for_a_reference() -> object:
+    """A plain ``(role, artifact_id)`` pair is not a ``Reference`` (a role a ``Reference``
+    refuses, such as ``final``, never reaches the model)."""
     t, fixture = world()
     guard = claimed(t, executing(t, reserved(t, fixture)))
-    return commit(t, guard, failed(), references=(("final", ATTEMPT_ARTIFACT.id),))
+    pair = ("dataset", ATTEMPT_ARTIFACT.id)
+    return commit(t, guard, failed(), references=(pair,))  # type: ignore[arg-type]
 
 
 @case("invalid_record")
 def commit_with_repeated_reference() -> object:
     t, fixture = world()
     guard = claimed(t, executing(t, reserved(t, fixture)))
-    ref = ("dataset", ATTEMPT_ARTIFACT.id)
+    ref = Reference("dataset", ATTEMPT_ARTIFACT.id)
     return commit(t, guard, failed(), references=(ref, ref))
 
 
@@ -551,7 +555,7 @@ def observe_with_an_unknown_reference() -> object:
         guard=guard,
         observation=observation(fixture.observation_slots[0], guard),
         artifact=artifact(ArtifactKind.OBSERVATION, "x"),
-        references=(("metrics", artifact(ArtifactKind.METRICS, "m").id),),
+        references=(Reference("metrics", artifact(ArtifactKind.METRICS, "m").id),),
         select=False,
         now_ns=1_000,
     )
@@ -570,11 +574,12 @@ def observe_again_with_other_references() -> object:
         "now_ns": 1_000,
     }
     t.do(register_observation, references=(), **arguments)
-    return t.do(register_observation, references=(("result", own.id),), **arguments)
+    return t.do(register_observation, references=(Reference("result", own.id),), **arguments)
 
 
 @case("invalid_record")
-def observe_with_an_empty_reference_role() -> object:
+def observe_with_a_tuple_for_a_reference() -> object:
+    """A plain pair, even one whose role no ``Reference`` takes, is ill typed."""
     t, fixture = world()
     guard = reserved(t, fixture)
     own = artifact(ArtifactKind.OBSERVATION, "x")
@@ -683,7 +688,10 @@ def commit_referencing_unknown_artifact() -> object:
     t, fixture = world()
     guard = claimed(t, executing(t, reserved(t, fixture)))
     return commit(
-        t, guard, failed(), references=(("dataset", artifact(ArtifactKind.DATASET, "nowhere").id),)
+        t,
+        guard,
+        failed(),
+        references=(Reference("dataset", artifact(ArtifactKind.DATASET, "nowhere").id),),
     )
 
 

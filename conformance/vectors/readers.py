@@ -30,6 +30,7 @@ from runstore import (
     ObservationSlot,
     OwnedAttempt,
     RecoveryReport,
+    Reference,
     ResolvedRun,
     Retry,
     RetryAuthorization,
@@ -87,8 +88,9 @@ def outcome_of(document: dict[str, Any]) -> TerminalOutcome:
     return Accepted()
 
 
-def pairs(references: list[list[str]]) -> list[tuple[str, str]]:
-    return [(role, artifact_id) for role, artifact_id in references]
+def references_of(references: list[list[str]]) -> list[Reference]:
+    """The ``[role, artifact_id]`` pairs of a vector file as the writer takes them."""
+    return [Reference(role, artifact_id) for role, artifact_id in references]
 
 
 def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
@@ -125,7 +127,7 @@ def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAtt
             guard,
             Observation.from_json(a["observation"]),
             ArtifactRegistration.from_json(a["artifact"]),
-            pairs(a["references"]),
+            references_of(a["references"]),
             a["select"],
             now_ns,
         )
@@ -134,7 +136,7 @@ def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAtt
         guard,
         outcome_of(a["outcome"]),
         ArtifactRegistration.from_json(a["artifact"]),
-        pairs(a["references"]),
+        references_of(a["references"]),
         ns_from_json(a["finished_at_ns"]),
         now_ns,
     )

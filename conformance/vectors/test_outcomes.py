@@ -20,6 +20,7 @@ from runstore import (
     ClaimDisposition,
     ObservationReceipt,
     OwnedAttempt,
+    Reference,
     RunStore,
     TerminalOutcome,
 )
@@ -32,8 +33,8 @@ from runstore.testing.lockstep import ModelWriter, Writer
 from conformance.vectors.readers import (
     generator,
     outcome_of,
-    pairs,
     read_vector_file,
+    references_of,
     replay,
     result_document,
 )
@@ -72,11 +73,11 @@ def play(writer: Writer, case: dict[str, Any], events: list[int]) -> None:
             guards[guard.attempt_id] = guard
 
 
-def arguments(case: dict[str, Any]) -> tuple[str, TerminalOutcome, list[tuple[str, str]], int]:
+def arguments(case: dict[str, Any]) -> tuple[str, TerminalOutcome, list[Reference], int]:
     return (
         case["attempt_id"],
         outcome_of(case["outcome"]),
-        pairs(case["references"]),
+        references_of(case["references"]),
         ns_from_json(case["finished_at_ns"]),
     )
 
@@ -159,8 +160,10 @@ def test_each_document_states_its_case(case: dict[str, Any]) -> None:
         expected["reason"] = given["reason"]
     assert document["outcome"] == expected
     roles = [(d["role"], d["artifact"]["id"]) for d in document["dependencies"]]
-    wanted = sorted(pairs(case["references"]), key=lambda r: (r[0].encode(), r[1].encode()))
-    assert roles == wanted
+    wanted = sorted(
+        references_of(case["references"]), key=lambda r: (r.role.encode(), r.artifact_id.encode())
+    )
+    assert roles == [reference.pair for reference in wanted]
     snapshot = document["snapshot"]
     assert ("selected_observations" in snapshot) == (given["state"] in {"accepted", "censored"})
 

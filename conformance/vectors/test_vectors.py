@@ -36,6 +36,7 @@ from runstore import (
     ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
+    Reference,
     ResolvedRun,
     RunStore,
     TerminalAttempt,
@@ -134,7 +135,7 @@ class OnePayloadOff(ModelWriter):
         attempt: OwnedAttempt,
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt:

@@ -48,6 +48,7 @@ from runstore import (
     Observation,
     ObservationSlot,
     OwnedAttempt,
+    Reference,
     ResolvedRun,
     Retry,
     RunStoreError,
@@ -135,6 +136,7 @@ RECORDS: tuple[object, ...] = (
     Censored(reason="flaky"),
     Superseded(),
     Failed(code="crashed", details={"signal": 9}),
+    Reference("dataset", VALID["register_observation"][2].id),
 )
 """One or more instances of every value class an operation takes."""
 
@@ -189,11 +191,6 @@ def instance(*classes: type) -> Kind:
     )
 
 
-def hashable(item: object) -> object:
-    """``item``, with a list (a list pair) made a tuple, so that it can go in a set."""
-    return tuple(item) if isinstance(item, list) else item
-
-
 def sequence_of(element: Kind, bad: st.SearchStrategy[Any], *more: st.SearchStrategy[Any]) -> Kind:
     """A list or tuple of ``element``s; near misses put one ``bad`` element among good
     ones, or pass a set, a dict, a generator or a bare element (or ``more``)."""
@@ -208,7 +205,7 @@ def sequence_of(element: Kind, bad: st.SearchStrategy[Any], *more: st.SearchStra
             element.valid,
             good.map(lambda items: (item for item in items)),
             good.map(lambda items: dict(enumerate(items))),
-            st.sets(element.valid.map(hashable), min_size=1, max_size=2),
+            st.sets(element.valid, min_size=1, max_size=2),
             *more,
         ),
     )
@@ -222,25 +219,26 @@ TIME = Kind(
 TEXT = Kind(lambda value: isinstance(value, str), st.text(), st.just(FIXTURE.slot_id.encode()))
 FLAG = Kind(lambda value: isinstance(value, bool), st.booleans(), st.sampled_from([0, 1, "true"]))
 PHASE = Kind(lambda value: isinstance(value, AttemptState), st.sampled_from(list(AttemptState)))
-PAIR = Kind(
-    lambda value: (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and all(isinstance(part, str) for part in value)
-    ),
-    st.tuples(st.text(max_size=4), st.text(max_size=4)),
-    st.tuples(st.text(max_size=4), st.text(max_size=4)).map(list),  # a list pair: unhashable
+PLAIN_PAIRS = st.tuples(st.text(max_size=4), st.text(max_size=4))
+"""The ``(role, artifact_id)`` tuples a :class:`Reference` stands for: never one itself."""
+REFERENCE = Kind(
+    lambda value: isinstance(value, Reference),
+    st.builds(Reference, st.text(min_size=1, max_size=4).filter(lambda r: r != "final"), st.text()),
+    st.one_of(PLAIN_PAIRS, PLAIN_PAIRS.map(list)),
 )
-BAD_PAIR = st.one_of(
+BAD_REFERENCE = st.one_of(
+    PLAIN_PAIRS,
+    PLAIN_PAIRS.map(list),
     st.text(min_size=2, max_size=2),  # "ab" unpacks into a role and an id: still refused
-    st.tuples(st.text(max_size=3)),
     st.tuples(st.text(max_size=3), st.text(max_size=3), st.text(max_size=3)),
-    st.tuples(SCALARS.filter(lambda value: not isinstance(value, str)), st.text(max_size=3)),
-    st.tuples(st.text(max_size=3), SCALARS.filter(lambda value: not isinstance(value, str))),
     st.builds(lambda: {"role": "artifact"}),
-    SCALARS.filter(lambda value: not PAIR.accepts(value)),
+    SCALARS.filter(lambda value: not REFERENCE.accepts(value)),
 )
-REFERENCES = sequence_of(PAIR, BAD_PAIR, st.just(("role", "artifact-id")))  # a bare pair
+REFERENCES = sequence_of(
+    REFERENCE,
+    BAD_REFERENCE,
+    st.just(Reference("role", "artifact-id")),  # a bare reference
+)
 OBSERVATION_SLOTS = sequence_of(
     instance(ObservationSlot), SCALARS.filter(lambda value: not isinstance(value, ObservationSlot))
 )
@@ -402,7 +400,7 @@ def test_valid_arguments_pass(operation: str) -> None:
 @settings(max_examples=15)
 @given(data=st.data())
 def test_any_well_typed_value_passes(operation: str, index: int, data: st.DataObject) -> None:
-    """Including out-of-range times, empty sequences, list pairs and every enum member."""
+    """Including out-of-range times, empty sequences, any reference and every enum member."""
     _, kind = PARAMETERS[operation][index]
     value = data.draw(kind.valid, label="value")
     assert arguments.OPERATIONS[operation](*replaced(operation, index, value)) is None
@@ -477,19 +475,25 @@ SLOT = FIXTURE.observation_slots[0]
         (
             "register_observation",
             3,
-            [("role", "artifact", "extra")],
-            "references[0] must be a (role, artifact_id) pair, not a tuple of length 3",
+            [("role", "artifact")],
+            "references[0] must be a Reference, not tuple",
         ),
         (
             "commit_finalization",
             3,
-            (("role", "artifact"), (1, "artifact")),
-            "references[1][0] must be a str, not int",
+            (Reference("role", "artifact"), ["role", "artifact"]),
+            "references[1] must be a Reference, not list",
+        ),
+        (
+            "publish_finalization",
+            2,
+            [Reference("role", "artifact"), ("role", "artifact")],
+            "references[1] must be a Reference, not tuple",
         ),
         (
             "commit_finalization",
             3,
-            {("role", "artifact")},
+            {Reference("role", "artifact")},
             "references must be a list or tuple, not set",
         ),
         (
@@ -632,6 +636,40 @@ def test_publish_artifact_refuses_the_attempt_kind_before_anything_exists(world:
     with pytest.raises(ModelRefusal) as refusal:
         ModelWriter(world.model.state).publish_artifact(*args)
     assert refusal.value.code == "invalid_record"
+
+
+@pytest.mark.parametrize(
+    "operation", ["register_observation", "commit_finalization", "publish_finalization"]
+)
+def test_a_plain_pair_for_a_reference_is_refused_before_anything_is_written(
+    world: World, operation: str
+) -> None:
+    """The ``(role, artifact_id)`` tuple a ``Reference`` stands for, well formed in every
+    other way (a permitted role, the call's own artifact): ``invalid_record`` naming it, with
+    the database, the root's entries and the delivered events unchanged; the model refuses
+    it with the same code and keeps its state."""
+    pair = ("metrics", VALID["register_observation"][2].id)
+    index = [name for name, _ in PARAMETERS[operation]].index("references")
+    args = replaced(operation, index, [Reference(*pair), pair])
+    root = Path(world.database_path).parent
+    before, entries = database_bytes(world), sorted(p.name for p in root.iterdir())
+    delivered = len(world.delivered)
+
+    with pytest.raises(RunStoreError) as info:
+        getattr(world.store, operation)(*args)
+    assert (info.value.code, info.value.message) == (
+        "invalid_record",
+        "references[1] must be a Reference, not tuple",
+    )
+    assert database_bytes(world) == before
+    assert sorted(p.name for p in root.iterdir()) == entries
+    assert len(world.delivered) == delivered
+
+    writer = ModelWriter(world.model.state)
+    with pytest.raises(ModelRefusal) as refusal:
+        getattr(writer, operation)(*args)
+    assert refusal.value.code == "invalid_record"
+    assert writer.state is world.model.state
 
 
 @pytest.mark.parametrize("operation", MODEL_ONLY)

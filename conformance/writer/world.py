@@ -40,6 +40,7 @@ from runstore import (
     ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
+    Reference,
     RetryAuthorization,
     RunStore,
     RunStoreError,
@@ -126,7 +127,7 @@ class World:
         artifact: ArtifactRegistration,
         select: bool,
         now: int,
-        references: Sequence[tuple[str, str]] = (),
+        references: Sequence[Reference] = (),
     ) -> ObservationReceipt:
         return self.lockstep(
             lambda w: w.register_observation(guard, observation, artifact, references, select, now)
@@ -137,7 +138,7 @@ class World:
         guard: OwnedAttempt,
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         now: int,
         finished: int | None = None,
     ) -> TerminalAttempt:
@@ -204,7 +205,7 @@ class World:
         outcome: TerminalOutcome,
         label: str,
         now: int,
-        references: Sequence[tuple[str, str]] = (),
+        references: Sequence[Reference] = (),
         finished: int | None = None,
     ) -> TerminalAttempt:
         """``commit_finalization`` with the attempt artifact ``label``, committed at ``now``

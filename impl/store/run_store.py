@@ -43,7 +43,7 @@ from runstore.records import (
     ResolvedRun,
 )
 from runstore.recovery_report import RecoveryReport
-from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
+from runstore.requests import LeaseRequest, Reference, RetryAuthorization, TerminalOutcome
 from runstore.store import (
     attempts,
     coordinator_reads,
@@ -242,14 +242,14 @@ class RunStore:
         attempt: OwnedAttempt,
         observation: Observation,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         select: bool,
         now_ns: int,
     ) -> ObservationReceipt:
-        """Register a published observation, its artifact and its (role, artifact id)
-        references with an ``observation_registered`` event, optionally selecting it under
-        the attempt's claim (an earlier selection is preserved); the receipt says whether
-        this call selected it."""
+        """Register a published observation, its artifact and its references with an
+        ``observation_registered`` event, optionally selecting it under the attempt's claim
+        (an earlier selection is preserved); the receipt says whether this call selected
+        it."""
         _raise(
             arguments.register_observation_arguments(
                 attempt, observation, artifact, references, select, now_ns
@@ -268,7 +268,7 @@ class RunStore:
         attempt: OwnedAttempt,
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt:
@@ -311,7 +311,7 @@ class RunStore:
         self,
         attempt: OwnedAttempt,
         outcome: TerminalOutcome,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         populate: Populate,
         clock: Clock,
     ) -> PublishedFinalization:

@@ -35,7 +35,7 @@ from runstore.records import (
     ResolvedRun,
 )
 from runstore.recovery_report import RecoveryReport
-from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
+from runstore.requests import LeaseRequest, Reference, RetryAuthorization, TerminalOutcome
 
 T = TypeVar("T")
 Clock = Callable[[], int]
@@ -78,7 +78,7 @@ class Writer(Protocol):
         attempt: OwnedAttempt,
         observation: Observation,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         select: bool,
         now_ns: int,
     ) -> ObservationReceipt: ...
@@ -88,7 +88,7 @@ class Writer(Protocol):
         attempt: OwnedAttempt,
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt: ...
@@ -101,7 +101,7 @@ class Writer(Protocol):
         self,
         attempt: OwnedAttempt,
         outcome: TerminalOutcome,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         populate: Populate,
         clock: Clock,
     ) -> PublishedFinalization: ...
@@ -197,7 +197,7 @@ class ModelWriter:
         attempt: OwnedAttempt,
         observation: Observation,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         select: bool,
         now_ns: int,
     ) -> ObservationReceipt:
@@ -212,7 +212,7 @@ class ModelWriter:
         attempt: OwnedAttempt,
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt:
@@ -233,7 +233,7 @@ class ModelWriter:
         self,
         attempt: OwnedAttempt,
         outcome: TerminalOutcome,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         populate: Populate,
         clock: Clock,
     ) -> PublishedFinalization:

@@ -28,7 +28,7 @@ from runstore.errors import RunStoreError
 from runstore.model import content, outcome_document
 from runstore.receipts import OwnedAttempt, PublishedArtifact, PublishedFinalization
 from runstore.records import ArtifactRegistration
-from runstore.requests import TerminalOutcome
+from runstore.requests import Reference, TerminalOutcome
 from runstore.store.publication import staging
 from runstore.testing.publishing import read_tree
 
@@ -121,7 +121,7 @@ def publish_finalization(
     writer: ModelWriter,
     attempt: OwnedAttempt,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     populate: Callable[[str], object],
     clock: Callable[[], int],
 ) -> PublishedFinalization:

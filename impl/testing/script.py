@@ -32,7 +32,7 @@ from runstore.records import (
     ObservationSlot,
     ResolvedRun,
 )
-from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
+from runstore.requests import LeaseRequest, Reference, RetryAuthorization, TerminalOutcome
 from runstore.testing.lockstep import ModelWriter, Writer, lockstep
 from runstore.testing.publishing import ClockScript, Payload
 
@@ -198,7 +198,7 @@ def register_observation(
     select: bool,
     now_ns: int,
     *,
-    references: Sequence[tuple[str, str]] = (),
+    references: Sequence[Reference] = (),
     name: str | None = None,
 ) -> Call:
     selected = "selected" if select else "unselected"
@@ -220,7 +220,7 @@ def commit_finalization(
     attempt: str,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     now_ns: int,
     *,
     finished_at_ns: int | None = None,
@@ -263,7 +263,7 @@ def publish_artifact(
 def publish_finalization(
     attempt: str,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     populate: Payload,
     clock: ClockScript,
     *,

@@ -37,6 +37,7 @@ from runstore import (
     ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
+    Reference,
     ResolvedRun,
     Retry,
     RetryAuthorization,
@@ -170,14 +171,14 @@ SCENARIO: list[Call] = [
         BETA_RESULT,
         True,
         at(21),
-        references=[("metrics", BETA_RESULT.id)],
+        references=[Reference("metrics", BETA_RESULT.id)],
         name="beta#0 register_observation and select (with a metrics reference)",
     ),
     script.commit_finalization(
         B0,
         Accepted(),
         _artifact(ArtifactKind.ATTEMPT, "beta-0", 22),
-        [("result", BETA_RESULT.id)],
+        [Reference("result", BETA_RESULT.id)],
         at(22) + 500_000,
         finished_at_ns=at(22),
         name="beta#0 commit accepted (with a reference; finished 0.5 ms before the commit)",
@@ -358,7 +359,7 @@ def _argument_json(key: str, value: Any) -> JSON:
     if key in ("now_ns", "finished_at_ns"):
         return str(value)
     if key == "references":
-        return [[role, artifact_id] for role, artifact_id in value]
+        return [[reference.role, reference.artifact_id] for reference in value]
     if isinstance(value, str | bool):
         return value
     raise TypeError(f"argument {key}: no JSON form for {type(value).__name__}")

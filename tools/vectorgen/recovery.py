@@ -58,7 +58,7 @@ from runstore import model as m
 from runstore.audit.projection import model_projection, store_projection
 from runstore.canonical import JSON
 from runstore.model import outcome_document as model_builder
-from runstore.requests import interrupted_outcome
+from runstore.requests import Reference, interrupted_outcome
 from runstore.store.publication import objects, staging
 from runstore.store.publication import outcome_document as store_builder
 from runstore.testing import script
@@ -213,7 +213,7 @@ def _store_document(
     database_path: str,
     attempt_id: str,
     outcome: TerminalOutcome,
-    references: list[tuple[str, str]],
+    references: list[Reference],
     finished_at_ns: int,
 ) -> bytes:
     connection = sqlite3.connect(database_path, isolation_level=None)
@@ -275,7 +275,7 @@ def _play(case: Case, root: str) -> Played:
         raise GenerationRefused(f"{case.name}: the pass committed {row.outcome!r}")
     assert row.finished_at_ns is not None
     references = sorted(
-        (role, artifact_id)
+        Reference(role, artifact_id)
         for owner, role, artifact_id in model.state.attempt_artifacts
         if owner == case.attempt_id
     )
