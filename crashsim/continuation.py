@@ -237,7 +237,9 @@ def _retry(step: _Lockstep, now: int, lease: LeaseRequest, strict: bool) -> str:
     published = fx.artifact(ArtifactKind.OBSERVATION, f"continuation-{claimed.attempt_id}")
     step.both(
         "register_observation",
-        lambda w: w.register_observation(claimed, observation, published, (), True, now + 11),
+        lambda w: w.register_observation(
+            claimed, observation, published, (), select=True, now_ns=now + 11
+        ),
     )
     kind, result = step.both(
         "commit Accepted",

@@ -46,6 +46,7 @@ def register_observation(
     observation: Observation,
     artifact: ArtifactRegistration,
     references: Sequence[Reference],
+    *,
     select: bool,
     now_ns: int,
 ) -> tuple[ModelState, ObservationReceipt | Refusal]:

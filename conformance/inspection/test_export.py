@@ -451,7 +451,7 @@ def _hand_made_store(root: Path) -> None:
             item.observation_slot, guard.attempt_id, result={"metrics": HOSTILE_METRICS}
         )
         receipt = store.register_observation(
-            guard, observation, published.artifact, [], True, clock()
+            guard, observation, published.artifact, [], select=True, now_ns=clock()
         )
         references = [Reference("observation", published.artifact.id)]
         store.publish_finalization(

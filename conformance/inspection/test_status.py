@@ -141,7 +141,7 @@ def build_store(root: Path) -> Built:
             result={"metrics": {"ratio": "0.5", "bytes": "123"}},
         )
         observed = _artifact(ArtifactKind.OBSERVATION, "accepted-observation", 1_400)
-        store.register_observation(guard, observation, observed, [], True, 1_400)
+        store.register_observation(guard, observation, observed, [], select=True, now_ns=1_400)
         store.commit_finalization(
             guard,
             Accepted(),

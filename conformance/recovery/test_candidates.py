@@ -106,7 +106,9 @@ def test_changed_metadata(world: PublicationWorld) -> None:
         guard, ArtifactKind.OBSERVATION, files(**{"r.json": b"{}"}), crashing_clock(2_100, 99)
     )
     observation = sc.observation(fixture.observation_slots[0], guard)
-    world.store.register_observation(guard, observation, published.artifact, (), False, 2_200)
+    world.store.register_observation(
+        guard, observation, published.artifact, (), select=False, now_ns=2_200
+    )
 
     report = recover(world, EXPIRES)
     assert report.rejected_artifacts == (rejected(orphan, codes.EVIDENCE_MISMATCH),)

@@ -128,8 +128,8 @@ def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAtt
             Observation.from_json(a["observation"]),
             ArtifactRegistration.from_json(a["artifact"]),
             references_of(a["references"]),
-            a["select"],
-            now_ns,
+            select=a["select"],
+            now_ns=now_ns,
         )
     assert name == "commit_finalization"
     return writer.commit_finalization(

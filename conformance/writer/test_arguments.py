@@ -375,6 +375,17 @@ def replaced(operation: str, index: int, value: object) -> list[object]:
     return args
 
 
+def call(function: Callable[..., Any], operation: str, args: list[object], *first: object) -> Any:
+    """``function(*first, ...)`` with ``operation``'s arguments ``args``: in parameter order,
+    the keyword-only ones (``register_observation``'s ``select`` and ``now_ns``) by name."""
+    names = [name for name, _ in PARAMETERS[operation]]
+    parameters = inspect.signature(function).parameters.values()
+    keyword = {p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    named = dict(zip(names, args, strict=True))
+    positional = [value for name, value in named.items() if name not in keyword]
+    return function(*first, *positional, **{name: named[name] for name in keyword})
+
+
 def names_parameter(message: str, name: str) -> bool:
     """Whether ``message`` is about ``name`` (itself or one of its elements, ``name[i]``)."""
     return re.match(rf"{re.escape(name)}[ \[]", message) is not None
@@ -582,14 +593,14 @@ def test_store_and_model_refuse_one_ill_typed_argument_end_to_end(
     before, delivered = database_bytes(world), len(world.delivered)
 
     with pytest.raises(RunStoreError) as info:
-        getattr(world.store, operation)(*args)
+        call(getattr(world.store, operation), operation, args)
     assert info.value.code == "invalid_record", info.value
     assert names_parameter(info.value.message, name), info.value
     assert database_bytes(world) == before
     assert len(world.delivered) == delivered
 
     state = world.model.state
-    new_state, result = getattr(m, operation)(state, *args)
+    new_state, result = call(getattr(m, operation), operation, args, state)
     assert new_state is state
     assert isinstance(result, m.Refusal), result
     assert result.code == "invalid_record", result
@@ -611,7 +622,7 @@ def test_publishers_refuse_one_ill_typed_argument_before_anything_exists(
     before, entries = database_bytes(world), sorted(p.name for p in root.iterdir())
 
     with pytest.raises(RunStoreError) as info:
-        getattr(world.store, operation)(*args)
+        call(getattr(world.store, operation), operation, args)
     assert info.value.code == "invalid_record", info.value
     assert names_parameter(info.value.message, name), info.value
     assert database_bytes(world) == before
@@ -619,7 +630,7 @@ def test_publishers_refuse_one_ill_typed_argument_before_anything_exists(
 
     writer = ModelWriter(world.model.state)
     with pytest.raises(ModelRefusal) as refusal:
-        getattr(writer, operation)(*args)
+        call(getattr(writer, operation), operation, args)
     assert refusal.value.code == "invalid_record"
     assert names_parameter(str(refusal.value).removeprefix("invalid_record: "), name)
     assert writer.state is world.model.state
@@ -636,6 +647,26 @@ def test_publish_artifact_refuses_the_attempt_kind_before_anything_exists(world:
     with pytest.raises(ModelRefusal) as refusal:
         ModelWriter(world.model.state).publish_artifact(*args)
     assert refusal.value.code == "invalid_record"
+
+
+def test_register_observation_takes_select_and_now_by_keyword_only(world: World) -> None:
+    """On the store, the model and the model's writer: a positional ``select`` (which an
+    int time could otherwise slip into) is a ``TypeError`` before anything happens."""
+    store_args = VALID["register_observation"]
+    writers: list[tuple[Callable[..., Any], tuple[object, ...]]] = [
+        (world.store.register_observation, store_args),
+        (m.register_observation, (world.model.state, *store_args)),
+        (ModelWriter(world.model.state).register_observation, store_args),
+    ]
+    before, delivered, state = database_bytes(world), len(world.delivered), world.model.state
+    for function, args in writers:
+        parameters = inspect.signature(function).parameters
+        kinds = {name: parameters[name].kind for name in ("select", "now_ns")}
+        assert set(kinds.values()) == {inspect.Parameter.KEYWORD_ONLY}, function
+        with pytest.raises(TypeError):
+            function(*args)
+    assert (database_bytes(world), len(world.delivered)) == (before, delivered)
+    assert world.model.state is state
 
 
 @pytest.mark.parametrize(
@@ -656,7 +687,7 @@ def test_a_plain_pair_for_a_reference_is_refused_before_anything_is_written(
     delivered = len(world.delivered)
 
     with pytest.raises(RunStoreError) as info:
-        getattr(world.store, operation)(*args)
+        call(getattr(world.store, operation), operation, args)
     assert (info.value.code, info.value.message) == (
         "invalid_record",
         "references[1] must be a Reference, not tuple",
@@ -667,7 +698,7 @@ def test_a_plain_pair_for_a_reference_is_refused_before_anything_is_written(
 
     writer = ModelWriter(world.model.state)
     with pytest.raises(ModelRefusal) as refusal:
-        getattr(writer, operation)(*args)
+        call(getattr(writer, operation), operation, args)
     assert refusal.value.code == "invalid_record"
     assert writer.state is world.model.state
 
@@ -682,7 +713,7 @@ def test_model_only_operations_refuse_one_ill_typed_argument_end_to_end(
     name, kind = PARAMETERS[operation][index]
     args = replaced(operation, index, data.draw(kind.hostile, label=name))
     state = world.model.state
-    new_state, result = getattr(m, operation)(state, *args)
+    new_state, result = call(getattr(m, operation), operation, args, state)
     assert new_state is state
     assert isinstance(result, m.Refusal), result
     assert result.code == "invalid_record", result

@@ -42,13 +42,14 @@ def test_re_registering_an_observation_with_other_references_is_a_conflict(
     world.observe(guard, observation, artifact, False, 1_300, [Reference("metrics", metric.id)])
     world.refused(
         "registration_conflict",
-        world.store.register_observation,
-        guard,
-        observation,
-        artifact,
-        [Reference("inputs", metric.id)],
-        False,
-        1_400,
+        lambda: world.store.register_observation(
+            guard,
+            observation,
+            artifact,
+            [Reference("inputs", metric.id)],
+            select=False,
+            now_ns=1_400,
+        ),
     )
     assert world.rows(
         "SELECT role, artifact_id FROM observation_artifacts WHERE observation_id = ?",
@@ -68,13 +69,14 @@ def test_an_observation_referencing_an_unknown_artifact_is_refused(world: World)
     unknown = sc.artifact(ArtifactKind.OBSERVATION, "never-registered")
     error = world.refused(
         "unknown_artifact",
-        world.store.register_observation,
-        guard,
-        sc.observation(member, guard),
-        sc.artifact(ArtifactKind.OBSERVATION, "observation-0"),
-        [Reference("inputs", unknown.id)],
-        False,
-        1_200,
+        lambda: world.store.register_observation(
+            guard,
+            sc.observation(member, guard),
+            sc.artifact(ArtifactKind.OBSERVATION, "observation-0"),
+            [Reference("inputs", unknown.id)],
+            select=False,
+            now_ns=1_200,
+        ),
     )
     assert unknown.id in str(error)
     assert world.rows("SELECT count(*) FROM observations") == [(0,)]

@@ -412,7 +412,9 @@ class WriterMatchesModel(RuleBasedStateMachine):
         references = data.draw(reference_lists(["result", "metrics"], known), label="references")
         receipt = self._lockstep(
             store,
-            lambda w: w.register_observation(guard, observation, artifact, references, select, now),
+            lambda w: w.register_observation(
+                guard, observation, artifact, references, select=select, now_ns=now
+            ),
         )
         self._keep(receipt and receipt.attempt)
 
@@ -629,7 +631,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
                 receipt = self._lockstep(
                     store,
                     lambda w, g=guard, o=observation, a=seen, t=now: w.register_observation(
-                        g, o, a, (), True, t
+                        g, o, a, (), select=True, now_ns=t
                     ),
                 )
                 guard = receipt and receipt.attempt

@@ -130,7 +130,9 @@ class World:
         references: Sequence[Reference] = (),
     ) -> ObservationReceipt:
         return self.lockstep(
-            lambda w: w.register_observation(guard, observation, artifact, references, select, now)
+            lambda w: w.register_observation(
+                guard, observation, artifact, references, select=select, now_ns=now
+            )
         )
 
     def conclude(

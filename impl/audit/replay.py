@@ -438,8 +438,8 @@ def _observed(replay: Replay, event: StoredEvent) -> None:
         stored.observation,
         artifact,
         _references(event, [(str(role), str(artifact_id)) for role, artifact_id in pairs]),
-        payload.get("selected") is True,
-        event.at_ns,
+        select=payload.get("selected") is True,
+        now_ns=event.at_ns,
     )
     replay.check(event, result)
 

@@ -230,7 +230,7 @@ def _succeed(
             result=produced.result,
         )
         store.register_observation(
-            guard, observation, receipt.artifact, [], disposition.claimed, clock()
+            guard, observation, receipt.artifact, [], select=disposition.claimed, now_ns=clock()
         )
     references = sorted({Reference("observation", receipt.artifact.id) for _, receipt in published})
     files = write_files(

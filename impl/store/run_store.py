@@ -243,6 +243,7 @@ class RunStore:
         observation: Observation,
         artifact: ArtifactRegistration,
         references: Sequence[Reference],
+        *,
         select: bool,
         now_ns: int,
     ) -> ObservationReceipt:
@@ -258,7 +259,7 @@ class RunStore:
         return self._write(
             lambda c: _at_most_one_event(
                 observations.register_observation(
-                    c, attempt, observation, artifact, references, select, now_ns
+                    c, attempt, observation, artifact, references, select=select, now_ns=now_ns
                 )
             )
         )

@@ -79,6 +79,7 @@ class Writer(Protocol):
         observation: Observation,
         artifact: ArtifactRegistration,
         references: Sequence[Reference],
+        *,
         select: bool,
         now_ns: int,
     ) -> ObservationReceipt: ...
@@ -198,12 +199,13 @@ class ModelWriter:
         observation: Observation,
         artifact: ArtifactRegistration,
         references: Sequence[Reference],
+        *,
         select: bool,
         now_ns: int,
     ) -> ObservationReceipt:
         return self.apply(
             m.register_observation(
-                self.state, attempt, observation, artifact, references, select, now_ns
+                self.state, attempt, observation, artifact, references, select=select, now_ns=now_ns
             )
         )
 
