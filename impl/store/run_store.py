@@ -19,6 +19,7 @@ from runstore import arguments, durable, sql
 from runstore.enums import ArtifactKind, AttemptState
 from runstore.errors import (
     DatabaseError,
+    DirectConstructionError,
     DurabilityError,
     RunStoreError,
     StoreClosedError,
@@ -69,19 +70,35 @@ class RunStore:
     """An open run store. Obtain one with :meth:`RunStore.open`; close it with
     :meth:`close` or by using it as a context manager."""
 
-    def __init__(
-        self,
+    _root: str
+    _database_path: str
+    _descriptor: store_root.HeldDescriptor
+    _connection: sqlite3.Connection | None
+    _subscribers: list[Subscriber]
+    _subscriber_failures: int
+
+    def __init__(self, *_: object, **__: object) -> None:
+        """Refused with ``direct_construction``, whatever the arguments: a handle is only
+        as safe as the checks :meth:`open` runs before it makes one."""
+        raise DirectConstructionError("RunStore(...) makes no handle; use RunStore.open(root)")
+
+    @classmethod
+    def _opened(
+        cls,
         root: str,
         database_path: str,
         connection: sqlite3.Connection,
         descriptor: store_root.HeldDescriptor,
-    ) -> None:
-        self._root = root
-        self._descriptor = descriptor
-        self._database_path = database_path
-        self._connection: sqlite3.Connection | None = connection
-        self._subscribers: list[Subscriber] = []
-        self._subscriber_failures = 0
+    ) -> RunStore:
+        """The handle :meth:`open` returns, around what it opened (``__init__`` refuses)."""
+        store = object.__new__(cls)
+        store._root = root
+        store._descriptor = descriptor
+        store._database_path = database_path
+        store._connection = connection
+        store._subscribers = []
+        store._subscriber_failures = 0
+        return store
 
     @property
     def root(self) -> str:
@@ -120,7 +137,7 @@ class RunStore:
             except BaseException:
                 store_root.database_descriptors.release(held)
                 raise
-        return cls(path, database_path, connection, held)
+        return cls._opened(path, database_path, connection, held)
 
     def close(self) -> None:
         """Close the connection. Idempotent: closing a closed store does nothing."""
