@@ -90,7 +90,7 @@ def continue_as_user(store: RunStore, state: m.ModelState, *, strict: bool = Fal
     step = _Lockstep(store, state)
     step.both(
         "register_one_shot",
-        lambda w: w.register_one_shot(FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, MEMBER),
+        lambda w: w.register_one_shot(FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, MEMBER),
     )
     now = start_time(step.model.state)
     slot = FIXTURE.slot_id

@@ -109,7 +109,7 @@ OWNERS = {A: fx.OWNER, B: fx.OTHER_OWNER}
 
 def register() -> Step:
     return Step(
-        script.register_one_shot(FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, MEMBER)
+        script.register_one_shot(FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, MEMBER)
     )
 
 

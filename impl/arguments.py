@@ -102,11 +102,11 @@ def _reference(name: str, value: object) -> RunStoreError | None:
 
 
 def register_slots_arguments(
-    candidate: object, run: object, attempt_slot: object, observation_slots: object
+    decision: object, run: object, attempt_slot: object, observation_slots: object
 ) -> RunStoreError | None:
     """``register_slots``: the three records, then a list or tuple of observation slots."""
     return _first(
-        _instance("candidate", candidate, ApplicabilityDecision),
+        _instance("decision", decision, ApplicabilityDecision),
         _instance("run", run, ResolvedRun),
         _instance("attempt_slot", attempt_slot, AttemptSlot),
         _items("observation_slots", observation_slots, _observation_slot),
@@ -114,11 +114,11 @@ def register_slots_arguments(
 
 
 def register_one_shot_arguments(
-    candidate: object, run: object, attempt_slot: object, observation_slot: object
+    decision: object, run: object, attempt_slot: object, observation_slot: object
 ) -> RunStoreError | None:
     """``register_one_shot``: the four records."""
     return _first(
-        _instance("candidate", candidate, ApplicabilityDecision),
+        _instance("decision", decision, ApplicabilityDecision),
         _instance("run", run, ResolvedRun),
         _instance("attempt_slot", attempt_slot, AttemptSlot),
         _observation_slot("observation_slot", observation_slot),

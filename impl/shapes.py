@@ -64,7 +64,7 @@ def membership_refusal(
 
 
 def registration_refusal(
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slots: Sequence[ObservationSlot],
@@ -73,9 +73,9 @@ def registration_refusal(
     decision is an exclusion; the run does not resolve this decision and candidate; the
     attempt slot is of another run), ``observation_slot_mismatch`` (an observation slot is
     of another run or not owned by this attempt slot), then :func:`membership_refusal`."""
-    if not candidate.applicable:
+    if not decision.applicable:
         return InvalidRecordError("an excluded decision cannot be resolved")
-    if (run.decision_id, run.candidate_id) != (candidate.id, candidate.candidate_id):
+    if (run.decision_id, run.candidate_id) != (decision.id, decision.candidate_id):
         return InvalidRecordError("the run does not resolve this decision")
     if attempt_slot.run_id != run.id:
         return InvalidRecordError("the attempt slot belongs to another run")

@@ -77,7 +77,7 @@ def bundle(candidate: str, problem: str, campaign: str = CAMPAIGN) -> OneShot:
         checkpoint_index=None,
         attempt_slot_id=slot.id,
     )
-    return OneShot(candidate=decision, run=run, attempt_slot=slot, observation_slot=result)
+    return OneShot(decision=decision, run=run, attempt_slot=slot, observation_slot=result)
 
 
 @attrs.frozen
@@ -295,7 +295,7 @@ def test_status_counts(built: tuple[Path, Built]) -> None:
     }
     per_problem: dict[str, Counter[str]] = {}
     for key, slot_id in ids.slots.items():
-        problem = ids.bundles[key].candidate.problem_id
+        problem = ids.bundles[key].decision.problem_id
         per_problem.setdefault(problem, Counter())[expected[slot_id]] += 1
     assert report.by_problem == {
         problem: {state.value: counts.get(state.value, 0) for state in SlotState}

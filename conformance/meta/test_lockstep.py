@@ -14,7 +14,7 @@ from runstore.testing import fixtures as sc
 from runstore.testing.lockstep import Diverged, ModelWriter, lockstep
 
 FIXTURE = sc.slot_fixture()
-REGISTRATION = (FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, FIXTURE.observation_slots[0])
+REGISTRATION = (FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, FIXTURE.observation_slots[0])
 
 
 @pytest.fixture

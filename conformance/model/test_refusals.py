@@ -122,7 +122,7 @@ def register_excluded_decision() -> object:
     )
     return Transcript().do(
         register_slots,
-        candidate=excluded,
+        decision=excluded,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots,
@@ -137,7 +137,7 @@ def register_run_of_another_decision() -> object:
     )
     return Transcript().do(
         register_slots,
-        candidate=other,
+        decision=other,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots,
@@ -149,7 +149,7 @@ def register_one_shot_with_stream_slot() -> object:
     fixture = fixtures.slot_fixture(ExecutionKind.STREAM)
     return Transcript().do(
         register_one_shot,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slot=fixture.observation_slots[0],
@@ -161,7 +161,7 @@ def register_one_shot_without_result_slot() -> object:
     fixture = fixtures.slot_fixture()
     return Transcript().do(
         register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=(),
@@ -243,7 +243,7 @@ def register_logical_slot_twice() -> object:
     other = attrs.evolve(fixture.attempt_slot, role=SlotRole.WARMUP)
     return t.do(
         register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=other,
         observation_slots=(),
@@ -255,7 +255,7 @@ def register_slot_with_other_members() -> object:
     t, fixture = world(ExecutionKind.STREAM, checkpoints=2)
     return t.do(
         register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots[:1],
@@ -717,7 +717,7 @@ def observe_slot_of_another_attempt_slot() -> object:
     other = fixtures.slot_fixture(name="second")
     t.do(
         register_slots,
-        candidate=other.candidate,
+        decision=other.decision,
         run=other.run,
         attempt_slot=other.attempt_slot,
         observation_slots=other.observation_slots,
@@ -732,7 +732,7 @@ def register_slot_owned_elsewhere() -> object:
     other = fixtures.slot_fixture(name="second")
     return Transcript().do(
         register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=other.observation_slots,

@@ -367,7 +367,7 @@ def test_the_document_has_exactly_the_promised_structure(
     if case.selected is not None:
         expected_keys.add("selected_observations")
     assert set(snapshot) == expected_keys
-    assert snapshot["decision"] == slot.candidate.to_json()
+    assert snapshot["decision"] == slot.decision.to_json()
     assert snapshot["run"] == slot.run.to_json()
     assert snapshot["attempt_slot"] == slot.attempt_slot.to_json()
     members = FLUX.observation_slots if slot is FLUX else (slot.observation_slot,)

@@ -428,7 +428,7 @@ def test_transaction_free_population(world: PublicationWorld) -> None:
             slot = other.attempt_slot
             registered.append(
                 second.register_one_shot(
-                    other.candidate, other.run, slot, other.observation_slots[0]
+                    other.decision, other.run, slot, other.observation_slots[0]
                 )
             )
         DATA(path)

@@ -96,6 +96,7 @@ def references_of(references: list[list[str]]) -> list[Reference]:
 def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
     """Apply one operation; a guarded one's ``attempt_id`` names the latest guard."""
     name, a = operation["operation"], operation["arguments"]
+    # The files call a registration's decision "candidate" (vectors/README.md).
     if name == "register_slots":
         return writer.register_slots(
             ApplicabilityDecision.from_json(a["candidate"]),

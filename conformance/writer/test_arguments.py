@@ -267,13 +267,13 @@ SNAPSHOT = Kind(lambda value: isinstance(value, dict), st.dictionaries(st.text()
 
 PARAMETERS: dict[str, tuple[tuple[str, Kind], ...]] = {
     "register_slots": (
-        ("candidate", instance(ApplicabilityDecision)),
+        ("decision", instance(ApplicabilityDecision)),
         ("run", instance(ResolvedRun)),
         ("attempt_slot", instance(AttemptSlot)),
         ("observation_slots", OBSERVATION_SLOTS),
     ),
     "register_one_shot": (
-        ("candidate", instance(ApplicabilityDecision)),
+        ("decision", instance(ApplicabilityDecision)),
         ("run", instance(ResolvedRun)),
         ("attempt_slot", instance(AttemptSlot)),
         ("observation_slot", instance(ObservationSlot)),

@@ -337,7 +337,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
     @rule(data=st.data(), which=st.sampled_from([0, 0, 1, 1, 2]))
     def register_one_shot(self, data: st.DataObject, which: int) -> None:
         fixture = (*FIXTURES, CONFLICTING)[which]
-        args = (fixture.candidate, fixture.run, fixture.attempt_slot, fixture.observation_slots[0])
+        args = (fixture.decision, fixture.run, fixture.attempt_slot, fixture.observation_slots[0])
         self._lockstep(self._store(data), lambda w: w.register_one_shot(*args))
 
     @rule(data=st.data(), slot=st.sampled_from(SLOT_IDS), authorization=authorizations)

@@ -102,7 +102,7 @@ class World:
         ``register_one_shot``, any other slot with ``register_slots``."""
         slot = fixture.attempt_slot
         if (slot.execution_kind, slot.role) == (ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT):
-            args = (fixture.candidate, fixture.run, slot, fixture.observation_slots[0])
+            args = (fixture.decision, fixture.run, slot, fixture.observation_slots[0])
             return self.lockstep(lambda w: w.register_one_shot(*args))
         return self.lockstep(lambda w: w.register_slots(*fixture.arguments()))
 

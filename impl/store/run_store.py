@@ -179,7 +179,7 @@ class RunStore:
 
     def register_slots(
         self,
-        candidate: ApplicabilityDecision,
+        decision: ApplicabilityDecision,
         run: ResolvedRun,
         attempt_slot: AttemptSlot,
         observation_slots: Sequence[ObservationSlot],
@@ -190,29 +190,27 @@ class RunStore:
         slot, a one-shot or fresh-observation measurement exactly one result slot, a stream
         one or more checkpoint slots. Identical re-registration is a no-op; refusals:
         invalid_record, observation_slot_mismatch, registration_conflict."""
-        _raise(arguments.register_slots_arguments(candidate, run, attempt_slot, observation_slots))
+        _raise(arguments.register_slots_arguments(decision, run, attempt_slot, observation_slots))
         return self._write(
             lambda c: (
-                registration.register_slots(c, candidate, run, attempt_slot, observation_slots),
+                registration.register_slots(c, decision, run, attempt_slot, observation_slots),
                 (),
             )
         )
 
     def register_one_shot(
         self,
-        candidate: ApplicabilityDecision,
+        decision: ApplicabilityDecision,
         run: ResolvedRun,
         attempt_slot: AttemptSlot,
         observation_slot: ObservationSlot,
     ) -> str:
         """:meth:`register_slots` for a one-shot measurement and its single result slot
         (anything else is invalid_record); returns the attempt slot id."""
-        _raise(
-            arguments.register_one_shot_arguments(candidate, run, attempt_slot, observation_slot)
-        )
+        _raise(arguments.register_one_shot_arguments(decision, run, attempt_slot, observation_slot))
         return self._write(
             lambda c: (
-                registration.register_one_shot(c, candidate, run, attempt_slot, observation_slot),
+                registration.register_one_shot(c, decision, run, attempt_slot, observation_slot),
                 (),
             )
         )

@@ -47,7 +47,7 @@ class Writer(Protocol):
 
     def register_slots(
         self,
-        candidate: ApplicabilityDecision,
+        decision: ApplicabilityDecision,
         run: ResolvedRun,
         attempt_slot: AttemptSlot,
         observation_slots: Sequence[ObservationSlot],
@@ -55,7 +55,7 @@ class Writer(Protocol):
 
     def register_one_shot(
         self,
-        candidate: ApplicabilityDecision,
+        decision: ApplicabilityDecision,
         run: ResolvedRun,
         attempt_slot: AttemptSlot,
         observation_slot: ObservationSlot,
@@ -157,24 +157,24 @@ class ModelWriter:
 
     def register_slots(
         self,
-        candidate: ApplicabilityDecision,
+        decision: ApplicabilityDecision,
         run: ResolvedRun,
         attempt_slot: AttemptSlot,
         observation_slots: Sequence[ObservationSlot],
     ) -> str:
         return self.apply(
-            m.register_slots(self.state, candidate, run, attempt_slot, observation_slots)
+            m.register_slots(self.state, decision, run, attempt_slot, observation_slots)
         )
 
     def register_one_shot(
         self,
-        candidate: ApplicabilityDecision,
+        decision: ApplicabilityDecision,
         run: ResolvedRun,
         attempt_slot: AttemptSlot,
         observation_slot: ObservationSlot,
     ) -> str:
         return self.apply(
-            m.register_one_shot(self.state, candidate, run, attempt_slot, observation_slot)
+            m.register_one_shot(self.state, decision, run, attempt_slot, observation_slot)
         )
 
     def reserve(

@@ -76,7 +76,7 @@ def register(t: Transcript, fixture: SlotFixture) -> None:
     """Register ``fixture`` with ``register_slots``."""
     t.do(
         registration.register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots,
@@ -173,7 +173,7 @@ def happy_path_accepted(t: Transcript) -> None:
     fixture = slot_fixture()
     t.do(
         registration.register_one_shot,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slot=fixture.observation_slots[0],

@@ -122,7 +122,7 @@ def apply_in_lockstep(call: Call, model: ModelWriter, store: Writer, context: Co
 
 
 def register_slots(
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slots: Sequence[ObservationSlot],
@@ -133,7 +133,7 @@ def register_slots(
         name,
         "register_slots",
         {
-            "candidate": candidate,
+            "decision": decision,
             "run": run,
             "attempt_slot": attempt_slot,
             "observation_slots": tuple(observation_slots),
@@ -142,7 +142,7 @@ def register_slots(
 
 
 def register_one_shot(
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slot: ObservationSlot,
@@ -153,7 +153,7 @@ def register_one_shot(
         name,
         "register_one_shot",
         {
-            "candidate": candidate,
+            "decision": decision,
             "run": run,
             "attempt_slot": attempt_slot,
             "observation_slot": observation_slot,

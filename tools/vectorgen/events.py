@@ -365,9 +365,18 @@ def _argument_json(key: str, value: Any) -> JSON:
     raise TypeError(f"argument {key}: no JSON form for {type(value).__name__}")
 
 
+VECTOR_NAMES: dict[str, str] = {"decision": "candidate"}
+"""Parameters the vector files name otherwise: their format (``vectors/README.md``) calls a
+registration's decision ``candidate``, and the files keep their bytes."""
+
+
 def arguments_json(call: Call) -> dict[str, JSON]:
-    """The call's arguments as plain JSON; a guarded call's ``attempt_id`` is its handle."""
-    document = {key: _argument_json(key, value) for key, value in call.arguments.items()}
+    """The call's arguments as plain JSON, under the names the vector files use
+    (:data:`VECTOR_NAMES`); a guarded call's ``attempt_id`` is its handle."""
+    document = {
+        VECTOR_NAMES.get(key, key): _argument_json(key, value)
+        for key, value in call.arguments.items()
+    }
     if call.operation in script.GUARDED:
         document["attempt_id"] = call.attempt
     return document
