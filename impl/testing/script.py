@@ -80,7 +80,7 @@ class Call:
         }
         if self.operation in GUARDED:
             assert self.attempt is not None
-            return method(attempt=context[self.attempt], **arguments)
+            return method(context[self.attempt], **arguments)  # the guard, by position
         return method(**arguments)
 
     def keep(self, result: object, context: Context) -> None:
