@@ -12,6 +12,7 @@ import pytest
 from runstore import FirstAttempt, Next, RunStore, RunStoreError
 from runstore import model as m
 from runstore.testing import fixtures as sc
+from runstore.testing import script
 from runstore.testing.lockstep import Diverged, ModelWriter, lockstep
 
 FIXTURE = sc.slot_fixture()
@@ -66,25 +67,11 @@ def test_a_refusal_that_changes_the_model_state_breaks_the_contract() -> None:
         writer.apply((m.ModelState(), refusal))
 
 
-WRITER_METHODS = [
-    "register_slots",
-    "register_one_shot",
-    "reserve",
-    "advance",
-    "renew",
-    "begin_finalization",
-    "register_observation",
-    "commit_finalization",
-    "publish_artifact",
-    "publish_finalization",
-    "recover",
-]
-
-
-@pytest.mark.parametrize("name", WRITER_METHODS)
+@pytest.mark.parametrize("name", sorted(script.OPERATIONS))
 def test_the_model_writer_takes_what_the_store_takes(name: str) -> None:
-    """Each ``ModelWriter`` method (most of them the model operation of the same name) has
-    the store method's parameters, in order and of the same kinds (``select`` and ``now_ns``
+    """Each writer method a call script may name (``script.OPERATIONS``) exists on
+    ``ModelWriter`` (most of them the model operation of the same name) with the store
+    method's parameters, in order and of the same kinds (``select`` and ``now_ns``
     keyword-only where the store has them so), under the same names, but for the guard the
     model's operations call ``guard`` and the store ``attempt`` (every caller passes it by
     position)."""

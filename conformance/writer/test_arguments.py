@@ -574,6 +574,51 @@ def database_bytes(world: World) -> dict[str, bytes | None]:
     return {name: path.read_bytes() if path.exists() else None for name, path in paths.items()}
 
 
+def untouched(world: World) -> tuple[object, ...]:
+    """What a refused call leaves as it was: the database and its WAL byte for byte, the
+    root's entries (no ``artifacts/``, stage or lock file appears) and the events
+    delivered."""
+    root = Path(world.database_path).parent
+    return database_bytes(world), sorted(p.name for p in root.iterdir()), len(world.delivered)
+
+
+def store_refuses(world: World, operation: str, args: list[object]) -> str:
+    """The store refuses ``operation`` on ``args`` with ``invalid_record`` and leaves
+    everything :func:`untouched`; returns the message."""
+    before = untouched(world)
+    with pytest.raises(RunStoreError) as info:
+        call(getattr(world.store, operation), operation, args)
+    assert info.value.code == "invalid_record", info.value
+    assert untouched(world) == before
+    return info.value.message
+
+
+def model_refuses(world: World, operation: str, args: list[object]) -> str:
+    """The model refuses the same call with ``invalid_record`` and keeps its very state
+    (through the model's writer for a publisher, the operation itself otherwise); returns
+    the message."""
+    state = world.model.state
+    if operation in PUBLISHERS:
+        writer = ModelWriter(state)
+        with pytest.raises(ModelRefusal) as refusal:
+            call(getattr(writer, operation), operation, args)
+        assert refusal.value.code == "invalid_record"
+        assert writer.state is state
+        return str(refusal.value).removeprefix("invalid_record: ")
+    new_state, result = call(getattr(m, operation), operation, args, state)
+    assert new_state is state
+    assert isinstance(result, m.Refusal), result
+    assert result.code == "invalid_record", result
+    return result.message
+
+
+def one_ill_typed(operation: str, data: st.DataObject) -> tuple[str, list[object]]:
+    """``operation``'s valid arguments with one of them, drawn, ill typed; and its name."""
+    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
+    name, kind = PARAMETERS[operation][index]
+    return name, replaced(operation, index, data.draw(kind.hostile, label=name))
+
+
 # One store per test function, shared by its examples on purpose: each example must leave
 # it byte-for-byte as it was, which is what the test checks.
 END_TO_END = settings(
@@ -587,24 +632,9 @@ END_TO_END = settings(
 def test_store_and_model_refuse_one_ill_typed_argument_end_to_end(
     world: World, operation: str, data: st.DataObject
 ) -> None:
-    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
-    name, kind = PARAMETERS[operation][index]
-    args = replaced(operation, index, data.draw(kind.hostile, label=name))
-    before, delivered = database_bytes(world), len(world.delivered)
-
-    with pytest.raises(RunStoreError) as info:
-        call(getattr(world.store, operation), operation, args)
-    assert info.value.code == "invalid_record", info.value
-    assert names_parameter(info.value.message, name), info.value
-    assert database_bytes(world) == before
-    assert len(world.delivered) == delivered
-
-    state = world.model.state
-    new_state, result = call(getattr(m, operation), operation, args, state)
-    assert new_state is state
-    assert isinstance(result, m.Refusal), result
-    assert result.code == "invalid_record", result
-    assert names_parameter(result.message, name), result
+    name, args = one_ill_typed(operation, data)
+    for message in (store_refuses(world, operation, args), model_refuses(world, operation, args)):
+        assert names_parameter(message, name), message
 
 
 @pytest.mark.parametrize("operation", PUBLISHERS)
@@ -615,38 +645,16 @@ def test_publishers_refuse_one_ill_typed_argument_before_anything_exists(
 ) -> None:
     """Nothing is created: no database write, no ``artifacts/`` directory, no stage, no
     recovery lock file; the model's writer refuses with the same code, state unchanged."""
-    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
-    name, kind = PARAMETERS[operation][index]
-    args = replaced(operation, index, data.draw(kind.hostile, label=name))
-    root = Path(world.database_path).parent
-    before, entries = database_bytes(world), sorted(p.name for p in root.iterdir())
-
-    with pytest.raises(RunStoreError) as info:
-        call(getattr(world.store, operation), operation, args)
-    assert info.value.code == "invalid_record", info.value
-    assert names_parameter(info.value.message, name), info.value
-    assert database_bytes(world) == before
-    assert sorted(p.name for p in root.iterdir()) == entries
-
-    writer = ModelWriter(world.model.state)
-    with pytest.raises(ModelRefusal) as refusal:
-        call(getattr(writer, operation), operation, args)
-    assert refusal.value.code == "invalid_record"
-    assert names_parameter(str(refusal.value).removeprefix("invalid_record: "), name)
-    assert writer.state is world.model.state
+    name, args = one_ill_typed(operation, data)
+    for message in (store_refuses(world, operation, args), model_refuses(world, operation, args)):
+        assert names_parameter(message, name), message
 
 
 def test_publish_artifact_refuses_the_attempt_kind_before_anything_exists(world: World) -> None:
-    root = Path(world.database_path).parent
-    before, entries = database_bytes(world), sorted(p.name for p in root.iterdir())
     args = replaced("publish_artifact", 1, ArtifactKind.ATTEMPT)
-    with pytest.raises(RunStoreError) as info:
-        world.store.publish_artifact(*args)
-    assert info.value.code == "invalid_record"
-    assert (database_bytes(world), sorted(p.name for p in root.iterdir())) == (before, entries)
-    with pytest.raises(ModelRefusal) as refusal:
-        ModelWriter(world.model.state).publish_artifact(*args)
-    assert refusal.value.code == "invalid_record"
+    assert store_refuses(world, "publish_artifact", args) == model_refuses(
+        world, "publish_artifact", args
+    )
 
 
 def test_register_observation_takes_select_and_now_by_keyword_only(world: World) -> None:
@@ -658,14 +666,14 @@ def test_register_observation_takes_select_and_now_by_keyword_only(world: World)
         (m.register_observation, (world.model.state, *store_args)),
         (ModelWriter(world.model.state).register_observation, store_args),
     ]
-    before, delivered, state = database_bytes(world), len(world.delivered), world.model.state
+    before, state = untouched(world), world.model.state
     for function, args in writers:
         parameters = inspect.signature(function).parameters
         kinds = {name: parameters[name].kind for name in ("select", "now_ns")}
         assert set(kinds.values()) == {inspect.Parameter.KEYWORD_ONLY}, function
         with pytest.raises(TypeError):
             function(*args)
-    assert (database_bytes(world), len(world.delivered)) == (before, delivered)
+    assert untouched(world) == before
     assert world.model.state is state
 
 
@@ -676,31 +684,14 @@ def test_a_plain_pair_for_a_reference_is_refused_before_anything_is_written(
     world: World, operation: str
 ) -> None:
     """The ``(role, artifact_id)`` tuple a ``Reference`` stands for, well formed in every
-    other way (a permitted role, the call's own artifact): ``invalid_record`` naming it, with
-    the database, the root's entries and the delivered events unchanged; the model refuses
-    it with the same code and keeps its state."""
+    other way (a permitted role, the call's own artifact): ``invalid_record`` naming it,
+    nothing written or created; the model refuses it alike and keeps its state."""
     pair = ("metrics", VALID["register_observation"][2].id)
     index = [name for name, _ in PARAMETERS[operation]].index("references")
     args = replaced(operation, index, [Reference(*pair), pair])
-    root = Path(world.database_path).parent
-    before, entries = database_bytes(world), sorted(p.name for p in root.iterdir())
-    delivered = len(world.delivered)
-
-    with pytest.raises(RunStoreError) as info:
-        call(getattr(world.store, operation), operation, args)
-    assert (info.value.code, info.value.message) == (
-        "invalid_record",
-        "references[1] must be a Reference, not tuple",
-    )
-    assert database_bytes(world) == before
-    assert sorted(p.name for p in root.iterdir()) == entries
-    assert len(world.delivered) == delivered
-
-    writer = ModelWriter(world.model.state)
-    with pytest.raises(ModelRefusal) as refusal:
-        call(getattr(writer, operation), operation, args)
-    assert refusal.value.code == "invalid_record"
-    assert writer.state is world.model.state
+    expected = "references[1] must be a Reference, not tuple"
+    assert store_refuses(world, operation, args) == expected
+    assert model_refuses(world, operation, args) == expected
 
 
 @pytest.mark.parametrize("operation", MODEL_ONLY)
@@ -709,12 +700,6 @@ def test_a_plain_pair_for_a_reference_is_refused_before_anything_is_written(
 def test_model_only_operations_refuse_one_ill_typed_argument_end_to_end(
     world: World, operation: str, data: st.DataObject
 ) -> None:
-    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
-    name, kind = PARAMETERS[operation][index]
-    args = replaced(operation, index, data.draw(kind.hostile, label=name))
-    state = world.model.state
-    new_state, result = call(getattr(m, operation), operation, args, state)
-    assert new_state is state
-    assert isinstance(result, m.Refusal), result
-    assert result.code == "invalid_record", result
-    assert names_parameter(result.message, name), result
+    name, args = one_ill_typed(operation, data)
+    message = model_refuses(world, operation, args)
+    assert names_parameter(message, name), message
