@@ -90,7 +90,7 @@ def continue_as_user(store: RunStore, state: m.ModelState, *, strict: bool = Fal
     step = _Lockstep(store, state)
     step.both(
         "register_one_shot",
-        lambda w: w.register_one_shot(FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, MEMBER),
+        lambda w: w.register_one_shot(FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, MEMBER),
     )
     now = start_time(step.model.state)
     slot = FIXTURE.slot_id
@@ -237,7 +237,9 @@ def _retry(step: _Lockstep, now: int, lease: LeaseRequest, strict: bool) -> str:
     published = fx.artifact(ArtifactKind.OBSERVATION, f"continuation-{claimed.attempt_id}")
     step.both(
         "register_observation",
-        lambda w: w.register_observation(claimed, observation, published, (), True, now + 11),
+        lambda w: w.register_observation(
+            claimed, observation, published, (), select=True, now_ns=now + 11
+        ),
     )
     kind, result = step.both(
         "commit Accepted",

@@ -202,7 +202,7 @@ def _follow_up(store: RunStore | None, registered: bool) -> list[str]:
         ("slot_progress", lambda: store.slot_progress([FIXTURE.slot_id])),
     ]
     if registered:
-        again = (FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, MEMBER)
+        again = (FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, MEMBER)
         calls.append(("register_one_shot again", lambda: store.register_one_shot(*again)))
     calls.append(("close", store.close))
     for name, call in calls:

@@ -32,6 +32,7 @@ from runstore.requests import (
     Failed,
     FirstAttempt,
     Next,
+    Reference,
     RetryAuthorization,
     Superseded,
     TerminalOutcome,
@@ -108,7 +109,7 @@ OWNERS = {A: fx.OWNER, B: fx.OTHER_OWNER}
 
 def register() -> Step:
     return Step(
-        script.register_one_shot(FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, MEMBER)
+        script.register_one_shot(FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, MEMBER)
     )
 
 
@@ -144,7 +145,7 @@ def observe(
         MEMBER, FIXTURE.attempt_id(RETRY[name]), result={"score": 1}
     )
     artifact = artifact or fx.artifact(ArtifactKind.OBSERVATION, label)
-    references = (("metrics", artifact.id),)
+    references = (Reference("metrics", artifact.id),)
     return Step(
         script.register_observation(name, observation, artifact, select, now, references=references)
     )
@@ -155,7 +156,7 @@ def conclude(
     outcome: TerminalOutcome,
     label: str,
     now: int,
-    references: tuple[tuple[str, str], ...] = (),
+    references: tuple[Reference, ...] = (),
 ) -> Step:
     """A terminal commit at ``now`` that finished 10 ns earlier."""
     artifact = fx.artifact(ArtifactKind.ATTEMPT, label)
@@ -210,7 +211,7 @@ def published_id(kind: ArtifactKind, payload: Payload) -> str:
 
 
 DATASET_ID: Final = published_id(ArtifactKind.DATASET, DATA)
-DATASET_REFERENCE: Final = (("dataset", DATASET_ID),)
+DATASET_REFERENCE: Final = (Reference("dataset", DATASET_ID),)
 
 
 def publish(
@@ -231,7 +232,7 @@ def publish_final(
     name: str,
     outcome: TerminalOutcome,
     now: int,
-    references: tuple[tuple[str, str], ...] = (),
+    references: tuple[Reference, ...] = (),
     clock: ClockScript | None = None,
     refused: str | None = None,
 ) -> Step:
@@ -409,7 +410,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         _scenario(
             "commit_accepted",
             OBSERVED,
-            conclude(A, Accepted(), "attempt-a", 1_400, (("evidence", OBSERVATION_ID),)),
+            conclude(A, Accepted(), "attempt-a", 1_400, (Reference("evidence", OBSERVATION_ID),)),
         ),
         _scenario("commit_censored", CLAIMED, conclude(A, Censored(reason="budget"), "a", 1_400)),
         _scenario(

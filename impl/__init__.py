@@ -10,7 +10,7 @@ The public surface, importable from ``runstore`` directly:
   domain records (``ApplicabilityDecision``, ``ResolvedRun``, ``AttemptSlot``,
   ``ObservationSlot``, ``Observation``, ``ArtifactRegistration``), the requests
   (``LeaseRequest``, ``FirstAttempt``, ``Next``, ``Retry``, ``Accepted``, ``Censored``,
-  ``Superseded``, ``Failed``), the guard and receipts (``OwnedAttempt``,
+  ``Superseded``, ``Failed``, ``Reference``), the guard and receipts (``OwnedAttempt``,
   ``ClaimDisposition``, ``ObservationReceipt``, ``TerminalAttempt``, ``CommittedEvent``,
   ``PublishedArtifact``, ``PublishedFinalization``, ``RecoveryReport``, ``RejectedArtifact``)
   and ``run_attempt_id``.
@@ -61,6 +61,7 @@ from runstore.requests import (
     FirstAttempt,
     LeaseRequest,
     Next,
+    Reference,
     Retry,
     RetryAuthorization,
     Superseded,
@@ -118,6 +119,7 @@ __all__ = [
     "PublishedArtifact",
     "PublishedFinalization",
     "RecoveryReport",
+    "Reference",
     "RejectedArtifact",
     "ResolvedRun",
     "Retry",

@@ -9,7 +9,7 @@ the type received, or None when every argument has the right type. The store
 raises what it returns; the model (:mod:`runstore.model`) calls it first and returns it as a
 ``Refusal`` with the input state. Only types are checked here: the records and requests
 validate their own fields at construction, ranges stay with
-:func:`runstore.rules.range_refusal` (``out_of_range``), and the shape of a reference list
+:func:`runstore.rules.range_refusal` (``out_of_range``), and a repeated reference in a list
 with :func:`runstore.shapes.references_refusal`.
 """
 
@@ -37,6 +37,7 @@ from runstore.requests import (
     FirstAttempt,
     LeaseRequest,
     Next,
+    Reference,
     Retry,
     Superseded,
 )
@@ -95,22 +96,17 @@ def _observation_slot(name: str, value: object) -> RunStoreError | None:
 
 
 def _reference(name: str, value: object) -> RunStoreError | None:
-    """A ``(role, artifact_id)`` pair: a tuple (hashable, so references compare as sets)
-    of exactly two str."""
-    if not isinstance(value, tuple):
-        return _refusal(name, "a (role, artifact_id) pair", value)
-    if len(value) != 2:
-        received = f"a {type(value).__name__} of length {len(value)}"
-        return _refusal(name, "a (role, artifact_id) pair", value, received)
-    return _first(*(_text(f"{name}[{i}]", part) for i, part in enumerate(value)))
+    """A :class:`~runstore.requests.Reference` (which checked its own fields when it was
+    built); a plain ``(role, artifact_id)`` tuple is not one."""
+    return _instance(name, value, Reference)
 
 
 def register_slots_arguments(
-    candidate: object, run: object, attempt_slot: object, observation_slots: object
+    decision: object, run: object, attempt_slot: object, observation_slots: object
 ) -> RunStoreError | None:
     """``register_slots``: the three records, then a list or tuple of observation slots."""
     return _first(
-        _instance("candidate", candidate, ApplicabilityDecision),
+        _instance("decision", decision, ApplicabilityDecision),
         _instance("run", run, ResolvedRun),
         _instance("attempt_slot", attempt_slot, AttemptSlot),
         _items("observation_slots", observation_slots, _observation_slot),
@@ -118,11 +114,11 @@ def register_slots_arguments(
 
 
 def register_one_shot_arguments(
-    candidate: object, run: object, attempt_slot: object, observation_slot: object
+    decision: object, run: object, attempt_slot: object, observation_slot: object
 ) -> RunStoreError | None:
     """``register_one_shot``: the four records."""
     return _first(
-        _instance("candidate", candidate, ApplicabilityDecision),
+        _instance("decision", decision, ApplicabilityDecision),
         _instance("run", run, ResolvedRun),
         _instance("attempt_slot", attempt_slot, AttemptSlot),
         _observation_slot("observation_slot", observation_slot),
@@ -181,7 +177,8 @@ def register_observation_arguments(
     now_ns: object,
 ) -> RunStoreError | None:
     """``register_observation``: an ``OwnedAttempt``, an ``Observation``, an
-    ``ArtifactRegistration``, references, a ``bool`` (not 0 or 1), a time."""
+    ``ArtifactRegistration``, a list or tuple of ``Reference``, a ``bool`` (not 0 or 1), a
+    time."""
     return _first(
         _instance("attempt", attempt, OwnedAttempt),
         _instance("observation", observation, Observation),

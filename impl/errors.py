@@ -95,6 +95,13 @@ class StoreClosedError(RunStoreError):
     code = "store_closed"
 
 
+class DirectConstructionError(RunStoreError):
+    """``RunStore(...)`` was called directly: ``RunStore.open(root)`` is the only way to get
+    a handle (it runs the path checks, probes and schema check a handle relies on)."""
+
+    code = "direct_construction"
+
+
 # --- records and canonical JSON --------------------------------------------------------
 
 

@@ -23,7 +23,14 @@ from typing import Any, Final
 import attrs
 from runstore.canonical import JSON, decode_object, encode_built, ns_from_json, ns_to_json
 from runstore.errors import InvalidRecordError
-from runstore.requests import Accepted, Censored, Failed, Superseded, TerminalOutcome
+from runstore.requests import (
+    Accepted,
+    Censored,
+    Failed,
+    Reference,
+    Superseded,
+    TerminalOutcome,
+)
 
 RUN_STORE_VERSION: Final = 1
 """``run_store_version`` of every outcome document this module writes."""
@@ -175,12 +182,12 @@ def outcome_document(
 @attrs.frozen(kw_only=True)
 class OutcomeClaim:
     """What an ``outcome.json`` claims, read back: the attempt it names, the outcome, its
-    dependency references as ``(role, artifact id)`` pairs (document order) and the finish
-    time. Recovery rebuilds the document from these and compares bytes."""
+    dependencies as references (document order) and the finish time. Recovery rebuilds the
+    document from these and compares bytes."""
 
     attempt_id: str
     outcome: TerminalOutcome
-    references: tuple[tuple[str, str], ...]
+    references: tuple[Reference, ...]
     finished_at_ns: int
 
 
@@ -228,8 +235,9 @@ def _outcome(entry: dict[str, JSON]) -> TerminalOutcome:
 def read_outcome(data: bytes) -> OutcomeClaim:
     """Read the claims of an ``outcome.json`` (SPEC.md section 13): canonical JSON, the
     document's exact keys, ``run_store_version`` 1, an attempt id, a terminal outcome,
-    ``{"role", "artifact": {"id", ...}}`` dependencies and a decimal finish time. Refuses
-    anything else with ``invalid_record`` (or the canonical reader's code). It checks shape
+    ``{"role", "artifact": {"id", ...}}`` dependencies whose roles a
+    :class:`~runstore.requests.Reference` takes, and a decimal finish time. Refuses anything
+    else with ``invalid_record`` (or the canonical reader's code). It checks shape
     only: whether the claims are true is the caller's comparison of bytes."""
     document = decode_object(data)
     if set(document) != _DOCUMENT_KEYS:
@@ -240,15 +248,20 @@ def read_outcome(data: bytes) -> OutcomeClaim:
     ):
         raise InvalidRecordError("run_store_version must be 1")
     attempt_id = _member(_member(document, "attempt", dict), "id", str)
-    references: list[tuple[str, str]] = []
+    pairs: list[tuple[str, str]] = []
     for item in _member(document, "dependencies", list):
         if type(item) is not dict or set(item) != {"artifact", "role"}:
             raise InvalidRecordError("a dependency has exactly the keys artifact and role")
         role = _member(item, "role", str)
-        references.append((role, _member(_member(item, "artifact", dict), "id", str)))
+        pairs.append((role, _member(_member(item, "artifact", dict), "id", str)))
+    outcome = _outcome(_member(document, "outcome", dict))
+    finished_at_ns = ns_from_json(_member(document, "finished_at_ns", str))
+    # Roles last, after the rest of the document: of several defects, the first in this
+    # order is the one reported.
+    references = tuple(Reference(role, artifact_id) for role, artifact_id in pairs)
     return OutcomeClaim(
         attempt_id=attempt_id,
-        outcome=_outcome(_member(document, "outcome", dict)),
-        references=tuple(references),
-        finished_at_ns=ns_from_json(_member(document, "finished_at_ns", str)),
+        outcome=outcome,
+        references=references,
+        finished_at_ns=finished_at_ns,
     )

@@ -1,5 +1,5 @@
-"""What callers hand the writer (and the model): lease requests, retry authorizations and
-terminal outcomes.
+"""What callers hand the writer (and the model): lease requests, retry authorizations,
+terminal outcomes and the references that name an attempt's or an observation's artifacts.
 
 Rules of this file: value layer; validated frozen values only (no I/O, no SQLite, no clock).
 Each class validates at construction, so code that holds one can trust it. What the writer
@@ -8,7 +8,7 @@ hands back (the ``OwnedAttempt`` guard and the receipts) lives in :mod:`runstore
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, TypeAlias
+from typing import Any, ClassVar, Final, TypeAlias
 
 import attrs
 from runstore.canonical import JSON, decode_trusted_object
@@ -105,6 +105,44 @@ class Failed:
 
 
 TerminalOutcome: TypeAlias = Accepted | Censored | Superseded | Failed
+
+
+FINAL_ROLE: Final = "final"
+"""The role name reserved for the final artifact; references may not use it."""
+
+LEASED_ROOT_ROLE: Final = "leased_root"
+"""The reference role under which a recovered failure retains its leases' artifact roots."""
+
+
+def _str(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        kind = type(value).__name__
+        raise InvalidRecordError(f"a reference's {attribute.name} must be a str, not {kind}")
+
+
+def _role(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    _str(instance, attribute, value)
+    if not value or value == FINAL_ROLE:
+        raise InvalidRecordError("reference roles must be nonempty and not 'final'")
+
+
+@attrs.frozen(order=True)
+class Reference:
+    """One ``(role, artifact_id)`` reference of an observation or a terminal commit (SPEC.md
+    section 6): ``role`` is a nonempty str other than ``final``, ``artifact_id`` a str
+    (``invalid_record`` otherwise). Whether the artifact is registered is the writer's
+    check (``unknown_artifact``), and a repeated reference in one list is
+    :func:`runstore.shapes.references_refusal`'s. Hashable, and ordered as the pair
+    ``(role, artifact_id)``, which is the order payloads and documents list references in.
+    """
+
+    role: str = attrs.field(validator=_role)
+    artifact_id: str = attrs.field(validator=_str)
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        """``(role, artifact_id)``: the reference as the store's rows and payloads hold it."""
+        return (self.role, self.artifact_id)
 
 
 INTERRUPTED_ATTEMPT: Final = "interrupted_attempt"

@@ -11,24 +11,16 @@ what needs the database or the model's state (conflicts, unknown artifacts) stay
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
 from runstore.enums import ExecutionKind, ObservationSlotKind, SlotRole
 from runstore.errors import InvalidRecordError, ObservationSlotMismatchError, RunStoreError
 from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
-
-FINAL_ROLE: Final = "final"
-"""The role name reserved for the final artifact; references may not use it."""
-
-LEASED_ROOT_ROLE: Final = "leased_root"
-"""The reference role under which a recovered failure retains its leases' artifact roots."""
+from runstore.requests import Reference
 
 
-def references_refusal(references: Sequence[tuple[str, str]]) -> RunStoreError | None:
-    """``invalid_record`` for a reference role that is empty or ``final``, or a repeated
-    ``(role, artifact_id)`` pair."""
-    if any(not role or role == FINAL_ROLE for role, _ in references):
-        return InvalidRecordError("reference roles must be nonempty and not 'final'")
+def references_refusal(references: Sequence[Reference]) -> RunStoreError | None:
+    """``invalid_record`` for a repeated ``(role, artifact_id)`` reference (each
+    :class:`~runstore.requests.Reference` checked its own role when it was built)."""
     if len(set(references)) != len(references):
         return InvalidRecordError("a reference repeats an artifact within a role")
     return None
@@ -72,7 +64,7 @@ def membership_refusal(
 
 
 def registration_refusal(
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slots: Sequence[ObservationSlot],
@@ -81,9 +73,9 @@ def registration_refusal(
     decision is an exclusion; the run does not resolve this decision and candidate; the
     attempt slot is of another run), ``observation_slot_mismatch`` (an observation slot is
     of another run or not owned by this attempt slot), then :func:`membership_refusal`."""
-    if not candidate.applicable:
+    if not decision.applicable:
         return InvalidRecordError("an excluded decision cannot be resolved")
-    if (run.decision_id, run.candidate_id) != (candidate.id, candidate.candidate_id):
+    if (run.decision_id, run.candidate_id) != (decision.id, decision.candidate_id):
         return InvalidRecordError("the run does not resolve this decision")
     if attempt_slot.run_id != run.id:
         return InvalidRecordError("the attempt slot belongs to another run")

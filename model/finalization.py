@@ -47,7 +47,7 @@ from runstore.model.state import (
 )
 from runstore.receipts import ClaimDisposition, OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Accepted, LeaseRequest, Superseded, TerminalOutcome
+from runstore.requests import Accepted, LeaseRequest, Reference, Superseded, TerminalOutcome
 from runstore.shapes import references_refusal
 
 
@@ -178,7 +178,7 @@ def finish(
     commit_ns: int,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
 ) -> tuple[ModelState, TerminalAttempt]:
     """The terminal commit (shared with recovery), after every check has passed.
 
@@ -217,7 +217,7 @@ def finish(
         leases=leases,
         claims=claims,
         attempt_artifacts=new_state.attempt_artifacts
-        | {(attempt.id, role, artifact_id) for role, artifact_id in references},
+        | {(attempt.id, *reference.pair) for reference in references},
     )
     receipt = TerminalAttempt(
         attempt_id=after.id,
@@ -236,7 +236,7 @@ def commit_finalization(
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     finished_at_ns: int,
     now_ns: int,
 ) -> tuple[ModelState, TerminalAttempt | Refusal]:
@@ -280,7 +280,7 @@ def check_commit(
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     finished_at_ns: int,
     now_ns: int,
 ) -> tuple[AttemptRow, int, int] | Refusal:
@@ -313,7 +313,7 @@ def check_commit(
         return refuse(
             RegistrationConflictError, f"artifact {artifact.id} is another attempt's final one"
         )
-    for role, artifact_id in references:
+    for role, artifact_id in (reference.pair for reference in references):
         if artifact_id not in registered.artifacts:
             return refuse(UnknownArtifactError, f"{role} artifact {artifact_id} is unknown")
     finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)

@@ -36,6 +36,7 @@ from runstore.model.state import (
 )
 from runstore.receipts import ObservationReceipt, OwnedAttempt
 from runstore.records import ArtifactRegistration, Observation
+from runstore.requests import Reference
 from runstore.shapes import references_refusal
 
 
@@ -44,7 +45,8 @@ def register_observation(
     guard: OwnedAttempt,
     observation: Observation,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
+    *,
     select: bool,
     now_ns: int,
 ) -> tuple[ModelState, ObservationReceipt | Refusal]:
@@ -92,7 +94,8 @@ def register_observation(
     if isinstance(registered, Refusal):
         return state, registered
     existing = state.observations.get(observation.id)
-    wanted = {(observation.id, role, artifact_id) for role, artifact_id in references}
+    pairs = [reference.pair for reference in references]  # as the rows and the payload hold them
+    wanted = {(observation.id, role, artifact_id) for role, artifact_id in pairs}
     if existing is not None:
         if existing.artifact_id != artifact.id:
             return state, refuse(
@@ -103,7 +106,7 @@ def register_observation(
             return state, refuse(
                 RegistrationConflictError, "the observation is registered with other references"
             )
-    for role, artifact_id in references:
+    for role, artifact_id in pairs:
         if artifact_id not in registered.artifacts:
             return state, refuse(UnknownArtifactError, f"{role} artifact {artifact_id} is unknown")
     if select and checked.claim is None:
@@ -141,7 +144,7 @@ def register_observation(
             new_state, selections=put(new_state.selections, slot.id, selection)
         )
     payload = payloads.observation_payload(
-        observation.id, slot.id, artifact.id, references, existing is None, selected
+        observation.id, slot.id, artifact.id, pairs, existing is None, selected
     )
     new_state, sequence = append_event(
         new_state,

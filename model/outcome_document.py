@@ -19,7 +19,7 @@ from runstore import outcome_json
 from runstore.canonical import JSON
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.model.state import AttemptRow, ModelState, ObservationRow
-from runstore.requests import Accepted, Censored, TerminalOutcome
+from runstore.requests import Accepted, Censored, Reference, TerminalOutcome
 
 
 def _attempt(state: ModelState, attempt_id: str) -> tuple[AttemptRow, int]:
@@ -95,11 +95,11 @@ def outcome_document(
     state: ModelState,
     attempt_id: str,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     finished_at_ns: int,
 ) -> bytes:
     """The canonical bytes of the attempt's ``outcome.json`` for ``outcome``, its
-    dependency ``references`` (``(role, artifact id)`` pairs) and the immutable finish time
+    dependency ``references`` and the immutable finish time
     ``finished_at_ns``, with :func:`snapshot` as its ``snapshot``."""
     attempt, finalizing_revision = _attempt(state, attempt_id)
     return outcome_json.outcome_document(
@@ -110,6 +110,6 @@ def outcome_document(
         outcome=outcome,
         started_at_ns=attempt.started_at_ns,
         finished_at_ns=finished_at_ns,
-        dependencies=[(role, _artifact(state, artifact)) for role, artifact in references],
+        dependencies=[(r.role, _artifact(state, r.artifact_id)) for r in references],
         snapshot=snapshot(state, attempt_id, outcome),
     )

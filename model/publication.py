@@ -30,7 +30,7 @@ from runstore.model.guard import check_guard
 from runstore.model.state import LeaseRow, ModelState, Refusal, put, refuse, refused
 from runstore.receipts import OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import TerminalOutcome
+from runstore.requests import Reference, TerminalOutcome
 from runstore.shapes import references_refusal
 from runstore.validation import check_store_path
 
@@ -136,7 +136,7 @@ def check_finalization(
     state: ModelState,
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     now_ns: int,
 ) -> tuple[ModelState, int | Refusal]:
     """The publisher's check before it writes ``outcome.json`` (``publish_finalization``;
@@ -160,7 +160,7 @@ def check_finalization(
     unfinishable = finishing_refusal(state, checked.attempt, outcome)
     if unfinishable is not None:
         return state, unfinishable
-    for role, artifact_id in references:
+    for role, artifact_id in (reference.pair for reference in references):
         if artifact_id not in state.artifacts:
             return state, refuse(UnknownArtifactError, f"{role} artifact {artifact_id} is unknown")
     return state, checked.now_ns
@@ -172,7 +172,7 @@ def publish_finalization_commit(
     staging_lease_id: str,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     snapshot: dict[str, JSON],
     finished_at_ns: int,
     now_ns: int,

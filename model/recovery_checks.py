@@ -22,21 +22,27 @@ from runstore.model.finalization import acceptance_refusal, finalizing_decision
 from runstore.model.outcome_document import outcome_document
 from runstore.model.state import AttemptRow, LeaseRow, ModelState
 from runstore.outcome_json import OutcomeClaim
-from runstore.requests import Accepted, Censored, Superseded, interrupted_claims
-from runstore.shapes import LEASED_ROOT_ROLE
+from runstore.requests import (
+    LEASED_ROOT_ROLE,
+    Accepted,
+    Censored,
+    Reference,
+    Superseded,
+    interrupted_claims,
+)
 
 Rejection: TypeAlias = tuple[str, str]
 """``(code, message)``: the first check a candidate failed."""
 
 
-def leased_roots(state: ModelState, attempt_id: str) -> tuple[tuple[str, str], ...]:
+def leased_roots(state: ModelState, attempt_id: str) -> tuple[Reference, ...]:
     """A ``leased_root`` reference to every artifact rooted under any lease of the
     attempt, sorted by artifact id, each once."""
     lease_ids = {lease.id for lease in state.attempt_leases(attempt_id)}
     roots = {
         artifact_id for lease_id, artifact_id in state.leased_artifacts if lease_id in lease_ids
     }
-    return tuple((LEASED_ROOT_ROLE, artifact_id) for artifact_id in sorted(roots))
+    return tuple(Reference(LEASED_ROOT_ROLE, artifact_id) for artifact_id in sorted(roots))
 
 
 def cause_at(state: ModelState, attempt: AttemptRow, now_ns: int) -> str | None:
@@ -111,7 +117,7 @@ def evidence_artifacts(
     """Every registered artifact the document's evidence names: its dependencies, the
     directories of the observations its snapshot lists (produced ones, and selected ones
     for accepted and censored outcomes) and of their references."""
-    yield from (artifact_id for _, artifact_id in claim.references)
+    yield from (reference.artifact_id for reference in claim.references)
     listed = sorted(
         row.observation.id
         for row in state.observations.values()
@@ -138,7 +144,7 @@ def rejection(
     registered artifacts that no longer verify on disk."""
     if attempt.state is not AttemptState.FINALIZING:
         return codes.NOT_FINALIZING, f"the attempt is {attempt.state.value}"
-    for role, artifact_id in claim.references:
+    for role, artifact_id in (reference.pair for reference in claim.references):
         if artifact_id not in state.artifacts:
             return codes.UNKNOWN_ARTIFACT, f"{role} artifact {artifact_id} is unknown"
     rebuilt = outcome_document(

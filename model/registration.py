@@ -19,7 +19,7 @@ from runstore.shapes import one_shot_refusal, registration_refusal
 
 def register_one_shot(
     state: ModelState,
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slot: ObservationSlot,
@@ -29,13 +29,13 @@ def register_one_shot(
     Refuses with ``invalid_record`` an attempt slot that is not a one-shot measurement or
     an observation slot that is not a result slot; otherwise as :func:`register_slots`.
     """
-    error = arguments.register_one_shot_arguments(candidate, run, attempt_slot, observation_slot)
+    error = arguments.register_one_shot_arguments(decision, run, attempt_slot, observation_slot)
     if error is not None:
         return state, refused(error)
     error = one_shot_refusal(attempt_slot)
     if error is not None:
         return state, refused(error)
-    return register_slots(state, candidate, run, attempt_slot, (observation_slot,))
+    return register_slots(state, decision, run, attempt_slot, (observation_slot,))
 
 
 def _key_taken(
@@ -51,7 +51,7 @@ def _key_taken(
 
 def register_slots(
     state: ModelState,
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slots: Sequence[ObservationSlot],
@@ -68,10 +68,10 @@ def register_slots(
 
     Result: the attempt slot's id.
     """
-    error = arguments.register_slots_arguments(candidate, run, attempt_slot, observation_slots)
+    error = arguments.register_slots_arguments(decision, run, attempt_slot, observation_slots)
     if error is not None:
         return state, refused(error)
-    error = registration_refusal(candidate, run, attempt_slot, observation_slots)
+    error = registration_refusal(decision, run, attempt_slot, observation_slots)
     if error is not None:
         return state, refused(error)
     if _key_taken(state.attempt_slots.values(), attempt_slot) or any(
@@ -94,7 +94,7 @@ def register_slots(
         observation_table = put(observation_table, slot.id, slot)
     new_state = attrs.evolve(
         state,
-        decisions=put(state.decisions, candidate.id, candidate),
+        decisions=put(state.decisions, decision.id, decision),
         runs=put(state.runs, run.id, run),
         attempt_slots=put(state.attempt_slots, attempt_slot.id, attempt_slot),
         observation_slots=observation_table,

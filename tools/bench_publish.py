@@ -88,7 +88,7 @@ class Publisher:
         self._ticks = itertools.count(1_000)
         slots = fx.slot_fixture(name="bench")
         self.store.register_one_shot(
-            candidate=slots.candidate,
+            decision=slots.decision,
             run=slots.run,
             attempt_slot=slots.attempt_slot,
             observation_slot=slots.observation_slots[0],

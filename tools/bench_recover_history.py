@@ -156,7 +156,7 @@ def build_history(root: str, count: int, clock: Iterator[int]) -> None:
 def _register_slot(connection: sqlite3.Connection, number: int) -> str:
     slots = fx.slot_fixture(name=f"h{number:06d}")
     return registration.register_one_shot(
-        connection, slots.candidate, slots.run, slots.attempt_slot, slots.observation_slots[0]
+        connection, slots.decision, slots.run, slots.attempt_slot, slots.observation_slots[0]
     )
 
 
@@ -297,7 +297,7 @@ def add_expired_work(root: str) -> None:
         for index in range(EXPIRED):
             slots = fx.slot_fixture(name=f"w{index:02d}")
             store.register_one_shot(
-                candidate=slots.candidate,
+                decision=slots.decision,
                 run=slots.run,
                 attempt_slot=slots.attempt_slot,
                 observation_slot=slots.observation_slots[0],

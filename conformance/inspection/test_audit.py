@@ -113,6 +113,26 @@ def test_a_deleted_event_leaves_a_gap_the_replay_reports(copy: Path) -> None:
     assert f"{sequence} is missing" in divergence.message and divergence.sequence == sequence
 
 
+def test_a_reference_role_no_writer_takes_is_refused_as_the_model_refuses_it(copy: Path) -> None:
+    """A ``final`` role written into an observation's event by hand: no ``Reference`` can
+    hold it, and the replay reports the refusal the model's own check gives."""
+    ((sequence,),) = rows(
+        copy, "SELECT min(sequence) FROM events WHERE kind = 'observation_registered'"
+    )
+    with edited(copy) as connection:
+        connection.execute(
+            "UPDATE events SET payload_json = json_set(payload_json, '$.references', "
+            "json_array(json_object('artifact_id', json_extract(payload_json, '$.artifact_id'), "
+            "'role', 'final'))) WHERE sequence = ?",
+            (sequence,),
+        )
+    divergence = diverges(copy, "event_refused")
+    assert divergence.sequence == sequence
+    assert divergence.message == (
+        "the model refuses it: invalid_record: reference roles must be nonempty and not 'final'"
+    )
+
+
 def test_a_lease_shortened_before_an_event_makes_that_event_refused(copy: Path) -> None:
     ((attempt_id, reserved_at),) = rows(
         copy,

@@ -27,6 +27,7 @@ from runstore import (
     AttemptState,
     FirstAttempt,
     LeaseRequest,
+    Reference,
     RunStore,
     durable,
 )
@@ -450,9 +451,9 @@ def _hand_made_store(root: Path) -> None:
             item.observation_slot, guard.attempt_id, result={"metrics": HOSTILE_METRICS}
         )
         receipt = store.register_observation(
-            guard, observation, published.artifact, [], True, clock()
+            guard, observation, published.artifact, [], select=True, now_ns=clock()
         )
-        references = [("observation", published.artifact.id)]
+        references = [Reference("observation", published.artifact.id)]
         store.publish_finalization(
             receipt.attempt, Accepted(), references, payload("stdout.log"), clock
         )

@@ -26,6 +26,7 @@ from runstore import (
     LeaseRequest,
     Next,
     OwnedAttempt,
+    Reference,
     RunStore,
     SlotRole,
     Superseded,
@@ -76,7 +77,7 @@ def bundle(candidate: str, problem: str, campaign: str = CAMPAIGN) -> OneShot:
         checkpoint_index=None,
         attempt_slot_id=slot.id,
     )
-    return OneShot(candidate=decision, run=run, attempt_slot=slot, observation_slot=result)
+    return OneShot(decision=decision, run=run, attempt_slot=slot, observation_slot=result)
 
 
 @attrs.frozen
@@ -140,12 +141,12 @@ def build_store(root: Path) -> Built:
             result={"metrics": {"ratio": "0.5", "bytes": "123"}},
         )
         observed = _artifact(ArtifactKind.OBSERVATION, "accepted-observation", 1_400)
-        store.register_observation(guard, observation, observed, [], True, 1_400)
+        store.register_observation(guard, observation, observed, [], select=True, now_ns=1_400)
         store.commit_finalization(
             guard,
             Accepted(),
             _artifact(ArtifactKind.ATTEMPT, "accepted-attempt", 1_500),
-            [("observation", observed.id)],
+            [Reference("observation", observed.id)],
             1_500,
             1_500,
         )
@@ -294,7 +295,7 @@ def test_status_counts(built: tuple[Path, Built]) -> None:
     }
     per_problem: dict[str, Counter[str]] = {}
     for key, slot_id in ids.slots.items():
-        problem = ids.bundles[key].candidate.problem_id
+        problem = ids.bundles[key].decision.problem_id
         per_problem.setdefault(problem, Counter())[expected[slot_id]] += 1
     assert report.by_problem == {
         problem: {state.value: counts.get(state.value, 0) for state in SlotState}

@@ -4,6 +4,7 @@ disagreement between the store and the model."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,10 +12,11 @@ import pytest
 from runstore import FirstAttempt, Next, RunStore, RunStoreError
 from runstore import model as m
 from runstore.testing import fixtures as sc
+from runstore.testing import script
 from runstore.testing.lockstep import Diverged, ModelWriter, lockstep
 
 FIXTURE = sc.slot_fixture()
-REGISTRATION = (FIXTURE.candidate, FIXTURE.run, FIXTURE.attempt_slot, FIXTURE.observation_slots[0])
+REGISTRATION = (FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, FIXTURE.observation_slots[0])
 
 
 @pytest.fixture
@@ -63,3 +65,24 @@ def test_a_refusal_that_changes_the_model_state_breaks_the_contract() -> None:
     refusal = m.Refusal(code="unknown_slot", message="no such slot")
     with pytest.raises(Diverged):
         writer.apply((m.ModelState(), refusal))
+
+
+@pytest.mark.parametrize("name", sorted(script.OPERATIONS))
+def test_the_model_writer_takes_what_the_store_takes(name: str) -> None:
+    """Each writer method a call script may name (``script.OPERATIONS``) exists on
+    ``ModelWriter`` (most of them the model operation of the same name) with the store
+    method's parameters, in order and of the same kinds (``select`` and ``now_ns``
+    keyword-only where the store has them so), under the same names, but for the guard the
+    model's operations call ``guard`` and the store ``attempt`` (every caller passes it by
+    position)."""
+
+    def parameters(method: object) -> list[tuple[str, object]]:
+        found = list(inspect.signature(method).parameters.values())[1:]  # self, or the state
+        return [(p.name, p.kind) for p in found]
+
+    store, model = parameters(getattr(RunStore, name)), parameters(getattr(ModelWriter, name))
+    if store and store[0][0] == "attempt":
+        assert model[0] in (store[0], ("guard", store[0][1]))
+        store, model = store[1:], model[1:]
+    assert model == store
+    assert callable(getattr(ModelWriter(m.ModelState()), name))

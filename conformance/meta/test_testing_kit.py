@@ -47,7 +47,7 @@ def test_one_shot_records_round_trip() -> None:
 def test_one_shot_memberships_are_consistent() -> None:
     bundle = testing.one_shot("m", candidate="cand", problem="prob")
     candidate, run, attempt_slot, observation_slot = bundle.arguments()
-    assert (candidate, run) == (bundle.candidate, bundle.run)
+    assert (candidate, run) == (bundle.decision, bundle.run)
     assert (attempt_slot, observation_slot) == (bundle.attempt_slot, bundle.observation_slot)
     assert candidate.applicable
     assert (candidate.candidate_id, candidate.problem_id) == ("cand", "prob")
@@ -73,7 +73,7 @@ def test_distinct_names_give_distinct_slots_in_one_run() -> None:
     a, b = testing.one_shot("a"), testing.one_shot("b")
     assert a.attempt_slot.id != b.attempt_slot.id
     assert a.observation_slot.id != b.observation_slot.id
-    assert (a.candidate, a.run) == (b.candidate, b.run)
+    assert (a.decision, a.run) == (b.decision, b.run)
 
 
 def test_distinct_candidates_give_distinct_runs() -> None:

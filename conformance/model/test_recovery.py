@@ -23,6 +23,7 @@ from runstore import (
     ClaimDisposition,
     Failed,
     OwnedAttempt,
+    Reference,
     Superseded,
     TerminalOutcome,
 )
@@ -72,7 +73,7 @@ def document(
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
     finished: int,
-    references: Sequence[tuple[str, str]] = (),
+    references: Sequence[Reference] = (),
 ) -> bytes:
     """The ``outcome.json`` the store would write now for the finalizing attempt."""
     return outcome_document(state, guard.attempt_id, outcome, references, finished)
@@ -271,7 +272,9 @@ def test_a_failure_without_claim_is_imported_with_its_references() -> None:
     t, guard = expired_finalizing()
     dataset = registered(t, "input")
     failure = Failed(code="worker_crashed", details={})
-    candidate = published(document(t.state, guard, failure, 4_000, [("input", dataset.id)]))
+    candidate = published(
+        document(t.state, guard, failure, 4_000, [Reference("input", dataset.id)])
+    )
     (done,) = report(t.do(recover, t_ns=6_000, disk=disk(candidate))).terminals
     assert (done.state, done.finished_at_ns) == (AttemptState.FAILED, 4_000)
     assert t.state.attempt_artifacts == {(guard.attempt_id, "input", dataset.id)}
@@ -389,7 +392,12 @@ def test_objects_that_do_not_verify_or_have_no_outcome_are_corrupt() -> None:
 def test_a_malformed_outcome_or_reference_list_is_malformed_outcome() -> None:
     t, guard = expired_finalizing()
     dataset = registered(t, "input")
-    final_role = document(t.state, guard, Censored(reason="x"), 1_400, [("final", dataset.id)])
+    dependency = [Reference("input", dataset.id)]
+    # No Reference takes the role final, so the document is written with another and edited.
+    final_role = document(t.state, guard, Censored(reason="x"), 1_400, dependency).replace(
+        b'"role":"input"', b'"role":"final"'
+    )
+    assert b'"role":"final"' in final_role
     bad = [
         published(b"{}", "empty"),
         published(b"not json", "text"),
@@ -436,7 +444,7 @@ def test_a_dependency_without_a_row_is_unknown_artifact() -> None:
     dataset = artifact(ArtifactKind.DATASET, "input")
     elsewhere = with_artifact(t.state, dataset)
     assert isinstance(elsewhere, ModelState)
-    data = document(elsewhere, guard, Censored(reason="x"), 1_400, [("input", dataset.id)])
+    data = document(elsewhere, guard, Censored(reason="x"), 1_400, [Reference("input", dataset.id)])
     candidate = published(data)
     assert codes_of(t.do(recover, t_ns=6_000, disk=disk(candidate))) == [
         (candidate[0], codes.UNKNOWN_ARTIFACT)

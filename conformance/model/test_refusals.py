@@ -27,6 +27,7 @@ from runstore import (
     FirstAttempt,
     Next,
     OwnedAttempt,
+    Reference,
     Retry,
     SlotRole,
     Superseded,
@@ -121,7 +122,7 @@ def register_excluded_decision() -> object:
     )
     return Transcript().do(
         register_slots,
-        candidate=excluded,
+        decision=excluded,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots,
@@ -136,7 +137,7 @@ def register_run_of_another_decision() -> object:
     )
     return Transcript().do(
         register_slots,
-        candidate=other,
+        decision=other,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots,
@@ -148,7 +149,7 @@ def register_one_shot_with_stream_slot() -> object:
     fixture = fixtures.slot_fixture(ExecutionKind.STREAM)
     return Transcript().do(
         register_one_shot,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slot=fixture.observation_slots[0],
@@ -160,7 +161,7 @@ def register_one_shot_without_result_slot() -> object:
     fixture = fixtures.slot_fixture()
     return Transcript().do(
         register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=(),
@@ -205,17 +206,20 @@ def commit_with_observation_artifact() -> object:
 
 
 @case("invalid_record")
-def commit_with_final_role_reference() -> object:
+def commit_with_a_tuple_for_a_reference() -> object:
+    """A plain ``(role, artifact_id)`` pair is not a ``Reference`` (a role a ``Reference``
+    refuses, such as ``final``, never reaches the model)."""
     t, fixture = world()
     guard = claimed(t, executing(t, reserved(t, fixture)))
-    return commit(t, guard, failed(), references=(("final", ATTEMPT_ARTIFACT.id),))
+    pair = ("dataset", ATTEMPT_ARTIFACT.id)
+    return commit(t, guard, failed(), references=(pair,))  # type: ignore[arg-type]
 
 
 @case("invalid_record")
 def commit_with_repeated_reference() -> object:
     t, fixture = world()
     guard = claimed(t, executing(t, reserved(t, fixture)))
-    ref = ("dataset", ATTEMPT_ARTIFACT.id)
+    ref = Reference("dataset", ATTEMPT_ARTIFACT.id)
     return commit(t, guard, failed(), references=(ref, ref))
 
 
@@ -239,7 +243,7 @@ def register_logical_slot_twice() -> object:
     other = attrs.evolve(fixture.attempt_slot, role=SlotRole.WARMUP)
     return t.do(
         register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=other,
         observation_slots=(),
@@ -251,7 +255,7 @@ def register_slot_with_other_members() -> object:
     t, fixture = world(ExecutionKind.STREAM, checkpoints=2)
     return t.do(
         register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots[:1],
@@ -551,7 +555,7 @@ def observe_with_an_unknown_reference() -> object:
         guard=guard,
         observation=observation(fixture.observation_slots[0], guard),
         artifact=artifact(ArtifactKind.OBSERVATION, "x"),
-        references=(("metrics", artifact(ArtifactKind.METRICS, "m").id),),
+        references=(Reference("metrics", artifact(ArtifactKind.METRICS, "m").id),),
         select=False,
         now_ns=1_000,
     )
@@ -570,11 +574,12 @@ def observe_again_with_other_references() -> object:
         "now_ns": 1_000,
     }
     t.do(register_observation, references=(), **arguments)
-    return t.do(register_observation, references=(("result", own.id),), **arguments)
+    return t.do(register_observation, references=(Reference("result", own.id),), **arguments)
 
 
 @case("invalid_record")
-def observe_with_an_empty_reference_role() -> object:
+def observe_with_a_tuple_for_a_reference() -> object:
+    """A plain pair, even one whose role no ``Reference`` takes, is ill typed."""
     t, fixture = world()
     guard = reserved(t, fixture)
     own = artifact(ArtifactKind.OBSERVATION, "x")
@@ -683,7 +688,10 @@ def commit_referencing_unknown_artifact() -> object:
     t, fixture = world()
     guard = claimed(t, executing(t, reserved(t, fixture)))
     return commit(
-        t, guard, failed(), references=(("dataset", artifact(ArtifactKind.DATASET, "nowhere").id),)
+        t,
+        guard,
+        failed(),
+        references=(Reference("dataset", artifact(ArtifactKind.DATASET, "nowhere").id),),
     )
 
 
@@ -709,7 +717,7 @@ def observe_slot_of_another_attempt_slot() -> object:
     other = fixtures.slot_fixture(name="second")
     t.do(
         register_slots,
-        candidate=other.candidate,
+        decision=other.decision,
         run=other.run,
         attempt_slot=other.attempt_slot,
         observation_slots=other.observation_slots,
@@ -724,7 +732,7 @@ def register_slot_owned_elsewhere() -> object:
     other = fixtures.slot_fixture(name="second")
     return Transcript().do(
         register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=other.observation_slots,

@@ -12,6 +12,7 @@ from runstore import (
     Failed,
     Next,
     OwnedAttempt,
+    Reference,
     RetryAuthorization,
     SlotRole,
     TerminalAttempt,
@@ -103,7 +104,7 @@ def commit(
     outcome: TerminalOutcome,
     now: int = 1_400,
     label: str = "attempt",
-    references: tuple[tuple[str, str], ...] = (),
+    references: tuple[Reference, ...] = (),
 ) -> object:
     return scenarios.conclude(t, guard, outcome, label, now=now, references=references)
 

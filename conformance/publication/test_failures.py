@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import Accepted, ArtifactKind, AttemptState, Failed, RunStoreError, durable, sql
+from runstore import (
+    Accepted,
+    ArtifactKind,
+    AttemptState,
+    Failed,
+    Reference,
+    RunStoreError,
+    durable,
+    sql,
+)
 from runstore.audit.projection import store_projection
 from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
@@ -164,7 +173,10 @@ def test_missing_dependencies_are_refused_before_staging(world: PublicationWorld
     dataset = world.publish_artifact(guard, DATASET, DATA, at(1_150)).artifact
     guard = world.finalizing(guard, 1_200)
     missing = f"run-store-v1:dataset-{'0' * 64}"
-    for references in ([("dataset", missing)], [("dataset", dataset.id), ("inputs", missing)]):
+    for references in (
+        [Reference("dataset", missing)],
+        [Reference("dataset", dataset.id), Reference("inputs", missing)],
+    ):
         refused_untouched(
             world,
             "unknown_artifact",
@@ -409,6 +421,7 @@ FINALIZATION_HOSTILE: dict[str, tuple[int, object]] = {
     "outcome-state": (1, S.FAILED),
     "references-none": (2, None),
     "references-list-of-lists": (2, [["dataset", MISSING]]),
+    "references-plain-pair": (2, [("dataset", MISSING)]),  # a tuple is no Reference
     "references-string": (2, "dataset"),
     "references-short-pair": (2, [("dataset",)]),
     "references-bytes-role": (2, [(b"dataset", MISSING)]),

@@ -36,6 +36,7 @@ from runstore import (
     Failed,
     FirstAttempt,
     Next,
+    Reference,
     RunStore,
     Superseded,
     TerminalOutcome,
@@ -88,8 +89,8 @@ OBSERVATION_A0 = testing.observation(ALPHA.observation_slot, A0, result={"score"
 OBSERVATION_A1 = testing.observation(ALPHA.observation_slot, A1, result={"score": 5})
 OBSERVATION_B0 = testing.observation(BETA.observation_slot, B0, result={"score": 8})
 OBSERVATION_B1 = testing.observation(BETA.observation_slot, B1, result={"score": 13})
-S0_1_REFERENCES = [("pr\u00e9c\u00e9dent", OBS_S0_0.id), ("copie", OBS_S0_1.id)]
-A1_REFERENCES = [("origine \U0001f600", OBS_A0.id)]
+S0_1_REFERENCES = [Reference("pr\u00e9c\u00e9dent", OBS_S0_0.id), Reference("copie", OBS_S0_1.id)]
+A1_REFERENCES = [Reference("origine \U0001f600", OBS_A0.id)]
 
 LEASES = {
     name: testing.lease(name, expires_at_ns=EXPIRES, owner=f"owner-of-{owner}")
@@ -131,7 +132,7 @@ WORLD: list[Call] = [
 class Case:
     attempt_id: str
     outcome: TerminalOutcome
-    references: tuple[tuple[str, str], ...]
+    references: tuple[Reference, ...]
     finished_at_ns: int
     produced: tuple[Observation, ...]
     selected: tuple[Observation, ...] | None
@@ -142,11 +143,11 @@ CASES = {
         S0,
         Accepted(),
         (
-            ("donn\u00e9es \U0001f600", FINAL_A0.id),
-            ("dataset", OBS_S0_1.id),
-            ("Zeta", OBS_A0.id),
-            ("dataset", OBS_S0_0.id),
-            ("\u00e9", OBS_S0_0.id),
+            Reference("donn\u00e9es \U0001f600", FINAL_A0.id),
+            Reference("dataset", OBS_S0_1.id),
+            Reference("Zeta", OBS_A0.id),
+            Reference("dataset", OBS_S0_0.id),
+            Reference("\u00e9", OBS_S0_0.id),
         ),
         at(20),
         (OBSERVATION_S0_0, OBSERVATION_S0_1),
@@ -155,7 +156,7 @@ CASES = {
     "censored": Case(
         A1,
         Censored(reason='budget "\u00e9puis\u00e9" \u2014 \u8a08\u7b97'),
-        (("journal", FINAL_A0.id),),
+        (Reference("journal", FINAL_A0.id),),
         at(21),
         (OBSERVATION_A1,),
         (OBSERVATION_A0,),
@@ -166,7 +167,7 @@ CASES = {
             code="worker_crashed",
             details={"exit": {"code": 137, "signal": "SIGKILL"}, "stages": [{"ok": False}, None]},
         ),
-        (("entr\u00e9e", OBS_B0.id), ("entr\u00e9e", FINAL_A0.id)),
+        (Reference("entr\u00e9e", OBS_B0.id), Reference("entr\u00e9e", FINAL_A0.id)),
         at(22),
         (OBSERVATION_B0,),
         None,
@@ -271,7 +272,7 @@ def entry(registration: ArtifactRegistration) -> dict[str, JSON]:
 
 
 def observation_entry(observation: Observation) -> dict[str, JSON]:
-    references = sorted(REFERENCES.get(observation.id, []))
+    references = sorted(r.pair for r in REFERENCES.get(observation.id, []))
     return {
         "observation": observation.to_json(),
         "artifact": entry(OBSERVATION_ARTIFACTS[observation.id]),
@@ -351,7 +352,9 @@ def test_the_document_has_exactly_the_promised_structure(
     dependencies = document["dependencies"]
     assert dependencies == [
         {"role": role, "artifact": entry(REGISTRATIONS[artifact_id])}
-        for role, artifact_id in sorted(case.references, key=lambda r: utf8_key(*r))
+        for role, artifact_id in sorted(
+            (r.pair for r in case.references), key=lambda r: utf8_key(*r)
+        )
     ]
     snapshot = document["snapshot"]
     expected_keys = {
@@ -364,7 +367,7 @@ def test_the_document_has_exactly_the_promised_structure(
     if case.selected is not None:
         expected_keys.add("selected_observations")
     assert set(snapshot) == expected_keys
-    assert snapshot["decision"] == slot.candidate.to_json()
+    assert snapshot["decision"] == slot.decision.to_json()
     assert snapshot["run"] == slot.run.to_json()
     assert snapshot["attempt_slot"] == slot.attempt_slot.to_json()
     members = FLUX.observation_slots if slot is FLUX else (slot.observation_slot,)

@@ -23,7 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from runstore import ArtifactKind, AttemptState, Censored, Failed, RunStore, durable, sql
+from runstore import (
+    ArtifactKind,
+    AttemptState,
+    Censored,
+    Failed,
+    Reference,
+    RunStore,
+    durable,
+    sql,
+)
 from runstore.model import outcome_document as model_builder
 from runstore.store.publication import objects, staging
 from runstore.store.publication import outcome_document as store_builder
@@ -59,7 +68,7 @@ def test_exact_outcome_bytes(world: PublicationWorld) -> None:
     dataset = world.publish_artifact(guard, DATASET, DATA, at(1_200))
     guard = world.finalizing(guard, 1_300)
     outcome = Failed(code="exit_status", details={"status": 3, "note": "é"})
-    references = [("dataset", dataset.artifact.id)]
+    references = [Reference("dataset", dataset.artifact.id)]
     finalizing_state = world.model.state
     published = world.publish_finalization(guard, outcome, references, LOGS, at(1_400))
     finished = published.terminal.finished_at_ns
@@ -419,7 +428,7 @@ def test_transaction_free_population(world: PublicationWorld) -> None:
             slot = other.attempt_slot
             registered.append(
                 second.register_one_shot(
-                    other.candidate, other.run, slot, other.observation_slots[0]
+                    other.decision, other.run, slot, other.observation_slots[0]
                 )
             )
         DATA(path)
@@ -480,11 +489,12 @@ def test_retained_dependency_roots(world: PublicationWorld) -> None:
         rooted
     )
     guard = world.finalizing(guard, 1_300)
-    references = [("inputs", source.id), ("inputs", dataset.id), ("dataset", dataset.id)]
+    pairs = [("inputs", source.id), ("inputs", dataset.id), ("dataset", dataset.id)]
+    references = [Reference(role, artifact) for role, artifact in pairs]
     published = world.publish_finalization(guard, FAILED, references, LOGS, at(1_400))
     assert sorted(
         world.rows("SELECT attempt_id, role, artifact_id FROM attempt_artifacts")
-    ) == sorted((guard.attempt_id, role, artifact) for role, artifact in references)
+    ) == sorted((guard.attempt_id, role, artifact) for role, artifact in pairs)
     # The roots survive the release of the lease they were taken under.
     assert sorted(world.rows("SELECT lease_id, artifact_id FROM leased_artifacts")) == sorted(
         rooted
@@ -496,7 +506,7 @@ def test_retained_dependency_roots(world: PublicationWorld) -> None:
         (d["role"], d["artifact"]["id"], d["artifact"]["path"]) for d in document["dependencies"]
     ]
     assert dependencies == sorted(
-        (role, artifact, f"artifacts/{artifact.split(':')[1]}") for role, artifact in references
+        (role, artifact, f"artifacts/{artifact.split(':')[1]}") for role, artifact in pairs
     )
     for artifact in (dataset, source):
         assert (

@@ -53,7 +53,9 @@ def test_an_observation_produced_meanwhile_refuses_the_stale_outcome(
     published = world.publish_artifact(guard, ArtifactKind.OBSERVATION, result, at(1_600))
 
     def register(second: RunStore) -> None:
-        second.register_observation(guard, observation, published.artifact, (), False, 1_700)
+        second.register_observation(
+            guard, observation, published.artifact, (), select=False, now_ns=1_700
+        )
 
     _during_rename(world, register)
     try:
@@ -96,7 +98,9 @@ def test_a_selection_made_meanwhile_refuses_a_stale_censored_outcome(
     observation = sc.observation(fixture.observation_slots[0], other)
 
     def select(second: RunStore) -> None:
-        second.register_observation(other, observation, published.artifact, (), True, 1_700)
+        second.register_observation(
+            other, observation, published.artifact, (), select=True, now_ns=1_700
+        )
 
     _during_rename(world, select)
     try:

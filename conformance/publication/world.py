@@ -37,6 +37,7 @@ from runstore import (
     OwnedAttempt,
     PublishedArtifact,
     PublishedFinalization,
+    Reference,
     RunStoreError,
     Superseded,
     TerminalOutcome,
@@ -149,7 +150,7 @@ class PublicationWorld(World):
         self,
         guard: OwnedAttempt,
         outcome: TerminalOutcome,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         payload: Payload,
         clock: ClockScript,
     ) -> PublishedFinalization:

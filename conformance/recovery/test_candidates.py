@@ -22,6 +22,7 @@ from runstore import (
     AttemptState,
     Censored,
     RecoveryReport,
+    Reference,
     RejectedArtifact,
     canonical,
 )
@@ -79,7 +80,9 @@ def test_corrupted_dependencies(world: PublicationWorld, damaged: str) -> None:
         guard = world.executing(fixture)
         dataset = world.publish_artifact(guard, ArtifactKind.DATASET, files(d=b"data"), at(1_200))
         guard = world.finalizing(guard, 1_500)
-        orphan = crash_finalization(world, guard, CENSORED, [("input", dataset.artifact.id)])
+        orphan = crash_finalization(
+            world, guard, CENSORED, [Reference("input", dataset.artifact.id)]
+        )
         victim = world.root / dataset.artifact.path / "d"
     else:
         guard, published = world.ready_to_accept(fixture)
@@ -103,7 +106,9 @@ def test_changed_metadata(world: PublicationWorld) -> None:
         guard, ArtifactKind.OBSERVATION, files(**{"r.json": b"{}"}), crashing_clock(2_100, 99)
     )
     observation = sc.observation(fixture.observation_slots[0], guard)
-    world.store.register_observation(guard, observation, published.artifact, (), False, 2_200)
+    world.store.register_observation(
+        guard, observation, published.artifact, (), select=False, now_ns=2_200
+    )
 
     report = recover(world, EXPIRES)
     assert report.rejected_artifacts == (rejected(orphan, codes.EVIDENCE_MISMATCH),)

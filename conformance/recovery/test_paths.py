@@ -24,6 +24,7 @@ from runstore import (
     AttemptState,
     Censored,
     RecoveryReport,
+    Reference,
     TerminalAttempt,
     canonical,
     sql,
@@ -279,7 +280,7 @@ def test_process_death_before_publication(world: PublicationWorld) -> None:
 
 def test_process_death_after_publication(world: PublicationWorld) -> None:
     guard, published = world.ready_to_accept(sc.slot_fixture())
-    dependency = [("input", published.artifact.id)]
+    dependency = [Reference("input", published.artifact.id)]
     die_publishing(world, guard, Accepted(), dependency, crash_at=3)
     (orphan,) = addresses(world, ATTEMPT)
     (stage,) = world.stages()
@@ -311,7 +312,7 @@ def test_process_death_after_publication(world: PublicationWorld) -> None:
     released = leases(world, guard.attempt_id)
     assert released["reservation-0"] == released["claim-0"] == EXPIRES
     assert released[f"staging-{DEAD_TOKENS:032x}"] == EXPIRES
-    assert references(world, guard.attempt_id) == dependency
+    assert references(world, guard.attempt_id) == [r.pair for r in dependency]
     expected = registration_of(orphan, ATTEMPT, EXPIRES)
     assert world.rows(
         "SELECT id, content_sha256, manifest_sha256, verified_at_ns FROM artifacts WHERE id = ?",

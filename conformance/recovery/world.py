@@ -38,6 +38,7 @@ from runstore import (
     Failed,
     OwnedAttempt,
     RecoveryReport,
+    Reference,
     TerminalAttempt,
     TerminalOutcome,
 )
@@ -108,7 +109,7 @@ def crash_finalization(
     world: PublicationWorld,
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]] = (),
+    references: Sequence[Reference] = (),
     payload: Payload = DATA,
     *,
     start: int = 2_000,
@@ -185,7 +186,7 @@ def forge_outcome(
     world: PublicationWorld,
     attempt_id: str,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     finished_at_ns: int,
 ) -> bytes:
     """The ``outcome.json`` the store would build now for these claims (read through a
@@ -327,7 +328,7 @@ def _die_publishing(
     root: str,
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
-    references: tuple[tuple[str, str], ...],
+    references: tuple[Reference, ...],
     crash_at: int,
 ) -> None:
     """Child body: publish the finalization and end the process with ``os._exit`` at clock
@@ -360,7 +361,7 @@ def die_publishing(
     world: PublicationWorld,
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]] = (),
+    references: Sequence[Reference] = (),
     *,
     crash_at: int,
 ) -> None:

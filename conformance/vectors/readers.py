@@ -33,6 +33,7 @@ from runstore import (
     ObservationSlot,
     OwnedAttempt,
     RecoveryReport,
+    Reference,
     ResolvedRun,
     Retry,
     RetryAuthorization,
@@ -96,8 +97,9 @@ def outcome_of(document: dict[str, Any]) -> TerminalOutcome:
     return Accepted()
 
 
-def pairs(references: list[list[str]]) -> list[tuple[str, str]]:
-    return [(role, artifact_id) for role, artifact_id in references]
+def references_of(references: list[list[str]]) -> list[Reference]:
+    """The ``[role, artifact_id]`` pairs of a vector file as the writer takes them."""
+    return [Reference(role, artifact_id) for role, artifact_id in references]
 
 
 def replay(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
@@ -128,6 +130,7 @@ def replay_checked(
 
 def _apply(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAttempt]) -> object:
     name, a = operation["operation"], operation["arguments"]
+    # The files call a registration's decision "candidate" (vectors/README.md).
     if name == "register_slots":
         return writer.register_slots(
             ApplicabilityDecision.from_json(a["candidate"]),
@@ -159,16 +162,16 @@ def _apply(writer: Writer, operation: dict[str, Any], guards: dict[str, OwnedAtt
             guard,
             Observation.from_json(a["observation"]),
             ArtifactRegistration.from_json(a["artifact"]),
-            pairs(a["references"]),
-            a["select"],
-            now_ns,
+            references_of(a["references"]),
+            select=a["select"],
+            now_ns=now_ns,
         )
     assert name == "commit_finalization"
     return writer.commit_finalization(
         guard,
         outcome_of(a["outcome"]),
         ArtifactRegistration.from_json(a["artifact"]),
-        pairs(a["references"]),
+        references_of(a["references"]),
         ns_from_json(a["finished_at_ns"]),
         now_ns,
     )

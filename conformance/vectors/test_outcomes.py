@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from runstore import (
     OwnedAttempt,
+    Reference,
     RunStore,
     TerminalOutcome,
 )
@@ -30,8 +31,8 @@ from runstore.testing.lockstep import ModelWriter, Writer
 from conformance.vectors.readers import (
     assert_current,
     outcome_of,
-    pairs,
     read_vector_file,
+    references_of,
     replay_checked,
 )
 
@@ -57,11 +58,11 @@ def play(writer: Writer, case: dict[str, Any], events: list[int]) -> None:
         replay_checked(writer, operation, guards, lambda: events)
 
 
-def arguments(case: dict[str, Any]) -> tuple[str, TerminalOutcome, list[tuple[str, str]], int]:
+def arguments(case: dict[str, Any]) -> tuple[str, TerminalOutcome, list[Reference], int]:
     return (
         case["attempt_id"],
         outcome_of(case["outcome"]),
-        pairs(case["references"]),
+        references_of(case["references"]),
         ns_from_json(case["finished_at_ns"]),
     )
 
@@ -144,8 +145,10 @@ def test_each_document_states_its_case(case: dict[str, Any]) -> None:
         expected["reason"] = given["reason"]
     assert document["outcome"] == expected
     roles = [(d["role"], d["artifact"]["id"]) for d in document["dependencies"]]
-    wanted = sorted(pairs(case["references"]), key=lambda r: (r[0].encode(), r[1].encode()))
-    assert roles == wanted
+    wanted = sorted(
+        references_of(case["references"]), key=lambda r: (r.role.encode(), r.artifact_id.encode())
+    )
+    assert roles == [reference.pair for reference in wanted]
     snapshot = document["snapshot"]
     assert ("selected_observations" in snapshot) == (given["state"] in {"accepted", "censored"})
 

@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -29,7 +28,6 @@ from runstore import (
     ArtifactRegistration,
     AttemptSlot,
     AttemptState,
-    Censored,
     CommittedEvent,
     Observation,
     ObservationSlot,
@@ -37,7 +35,6 @@ from runstore import (
     ResolvedRun,
     RunStore,
     TerminalAttempt,
-    TerminalOutcome,
 )
 from runstore.canonical import decode, encode, ns_from_json, ns_to_json
 from runstore.errors import RunStoreError
@@ -127,19 +124,9 @@ class OnePayloadOff(ModelWriter):
     """The model, except that the censored outcome's event says ``"To"`` for ``"to"``: every
     result agrees, only the durable projection (the payload bytes) differs."""
 
-    def commit_finalization(
-        self,
-        attempt: OwnedAttempt,
-        outcome: TerminalOutcome,
-        artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
-        finished_at_ns: int,
-        now_ns: int,
-    ) -> TerminalAttempt:
-        result = super().commit_finalization(
-            attempt, outcome, artifact, references, finished_at_ns, now_ns
-        )
-        if isinstance(outcome, Censored):
+    def commit_finalization(self, *args: Any, **kwargs: Any) -> TerminalAttempt:
+        result: TerminalAttempt = super().commit_finalization(*args, **kwargs)
+        if result.state is AttemptState.CENSORED:
             *earlier, last = self.state.events
             payload = {("To" if key == "to" else key): v for key, v in last.payload.items()}
             events = (*earlier, attrs.evolve(last, payload=payload))

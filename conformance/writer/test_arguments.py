@@ -48,6 +48,7 @@ from runstore import (
     Observation,
     ObservationSlot,
     OwnedAttempt,
+    Reference,
     ResolvedRun,
     Retry,
     RunStoreError,
@@ -135,6 +136,7 @@ RECORDS: tuple[object, ...] = (
     Censored(reason="flaky"),
     Superseded(),
     Failed(code="crashed", details={"signal": 9}),
+    Reference("dataset", VALID["register_observation"][2].id),
 )
 """One or more instances of every value class an operation takes."""
 
@@ -189,11 +191,6 @@ def instance(*classes: type) -> Kind:
     )
 
 
-def hashable(item: object) -> object:
-    """``item``, with a list (a list pair) made a tuple, so that it can go in a set."""
-    return tuple(item) if isinstance(item, list) else item
-
-
 def sequence_of(element: Kind, bad: st.SearchStrategy[Any], *more: st.SearchStrategy[Any]) -> Kind:
     """A list or tuple of ``element``s; near misses put one ``bad`` element among good
     ones, or pass a set, a dict, a generator or a bare element (or ``more``)."""
@@ -208,7 +205,7 @@ def sequence_of(element: Kind, bad: st.SearchStrategy[Any], *more: st.SearchStra
             element.valid,
             good.map(lambda items: (item for item in items)),
             good.map(lambda items: dict(enumerate(items))),
-            st.sets(element.valid.map(hashable), min_size=1, max_size=2),
+            st.sets(element.valid, min_size=1, max_size=2),
             *more,
         ),
     )
@@ -222,25 +219,26 @@ TIME = Kind(
 TEXT = Kind(lambda value: isinstance(value, str), st.text(), st.just(FIXTURE.slot_id.encode()))
 FLAG = Kind(lambda value: isinstance(value, bool), st.booleans(), st.sampled_from([0, 1, "true"]))
 PHASE = Kind(lambda value: isinstance(value, AttemptState), st.sampled_from(list(AttemptState)))
-PAIR = Kind(
-    lambda value: (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and all(isinstance(part, str) for part in value)
-    ),
-    st.tuples(st.text(max_size=4), st.text(max_size=4)),
-    st.tuples(st.text(max_size=4), st.text(max_size=4)).map(list),  # a list pair: unhashable
+PLAIN_PAIRS = st.tuples(st.text(max_size=4), st.text(max_size=4))
+"""The ``(role, artifact_id)`` tuples a :class:`Reference` stands for: never one itself."""
+REFERENCE = Kind(
+    lambda value: isinstance(value, Reference),
+    st.builds(Reference, st.text(min_size=1, max_size=4).filter(lambda r: r != "final"), st.text()),
+    st.one_of(PLAIN_PAIRS, PLAIN_PAIRS.map(list)),
 )
-BAD_PAIR = st.one_of(
+BAD_REFERENCE = st.one_of(
+    PLAIN_PAIRS,
+    PLAIN_PAIRS.map(list),
     st.text(min_size=2, max_size=2),  # "ab" unpacks into a role and an id: still refused
-    st.tuples(st.text(max_size=3)),
     st.tuples(st.text(max_size=3), st.text(max_size=3), st.text(max_size=3)),
-    st.tuples(SCALARS.filter(lambda value: not isinstance(value, str)), st.text(max_size=3)),
-    st.tuples(st.text(max_size=3), SCALARS.filter(lambda value: not isinstance(value, str))),
     st.builds(lambda: {"role": "artifact"}),
-    SCALARS.filter(lambda value: not PAIR.accepts(value)),
+    SCALARS.filter(lambda value: not REFERENCE.accepts(value)),
 )
-REFERENCES = sequence_of(PAIR, BAD_PAIR, st.just(("role", "artifact-id")))  # a bare pair
+REFERENCES = sequence_of(
+    REFERENCE,
+    BAD_REFERENCE,
+    st.just(Reference("role", "artifact-id")),  # a bare reference
+)
 OBSERVATION_SLOTS = sequence_of(
     instance(ObservationSlot), SCALARS.filter(lambda value: not isinstance(value, ObservationSlot))
 )
@@ -269,13 +267,13 @@ SNAPSHOT = Kind(lambda value: isinstance(value, dict), st.dictionaries(st.text()
 
 PARAMETERS: dict[str, tuple[tuple[str, Kind], ...]] = {
     "register_slots": (
-        ("candidate", instance(ApplicabilityDecision)),
+        ("decision", instance(ApplicabilityDecision)),
         ("run", instance(ResolvedRun)),
         ("attempt_slot", instance(AttemptSlot)),
         ("observation_slots", OBSERVATION_SLOTS),
     ),
     "register_one_shot": (
-        ("candidate", instance(ApplicabilityDecision)),
+        ("decision", instance(ApplicabilityDecision)),
         ("run", instance(ResolvedRun)),
         ("attempt_slot", instance(AttemptSlot)),
         ("observation_slot", instance(ObservationSlot)),
@@ -377,6 +375,17 @@ def replaced(operation: str, index: int, value: object) -> list[object]:
     return args
 
 
+def call(function: Callable[..., Any], operation: str, args: list[object], *first: object) -> Any:
+    """``function(*first, ...)`` with ``operation``'s arguments ``args``: in parameter order,
+    the keyword-only ones (``register_observation``'s ``select`` and ``now_ns``) by name."""
+    names = [name for name, _ in PARAMETERS[operation]]
+    parameters = inspect.signature(function).parameters.values()
+    keyword = {p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    named = dict(zip(names, args, strict=True))
+    positional = [value for name, value in named.items() if name not in keyword]
+    return function(*first, *positional, **{name: named[name] for name in keyword})
+
+
 def names_parameter(message: str, name: str) -> bool:
     """Whether ``message`` is about ``name`` (itself or one of its elements, ``name[i]``)."""
     return re.match(rf"{re.escape(name)}[ \[]", message) is not None
@@ -402,7 +411,7 @@ def test_valid_arguments_pass(operation: str) -> None:
 @settings(max_examples=15)
 @given(data=st.data())
 def test_any_well_typed_value_passes(operation: str, index: int, data: st.DataObject) -> None:
-    """Including out-of-range times, empty sequences, list pairs and every enum member."""
+    """Including out-of-range times, empty sequences, any reference and every enum member."""
     _, kind = PARAMETERS[operation][index]
     value = data.draw(kind.valid, label="value")
     assert arguments.OPERATIONS[operation](*replaced(operation, index, value)) is None
@@ -477,19 +486,25 @@ SLOT = FIXTURE.observation_slots[0]
         (
             "register_observation",
             3,
-            [("role", "artifact", "extra")],
-            "references[0] must be a (role, artifact_id) pair, not a tuple of length 3",
+            [("role", "artifact")],
+            "references[0] must be a Reference, not tuple",
         ),
         (
             "commit_finalization",
             3,
-            (("role", "artifact"), (1, "artifact")),
-            "references[1][0] must be a str, not int",
+            (Reference("role", "artifact"), ["role", "artifact"]),
+            "references[1] must be a Reference, not list",
+        ),
+        (
+            "publish_finalization",
+            2,
+            [Reference("role", "artifact"), ("role", "artifact")],
+            "references[1] must be a Reference, not tuple",
         ),
         (
             "commit_finalization",
             3,
-            {("role", "artifact")},
+            {Reference("role", "artifact")},
             "references must be a list or tuple, not set",
         ),
         (
@@ -559,6 +574,51 @@ def database_bytes(world: World) -> dict[str, bytes | None]:
     return {name: path.read_bytes() if path.exists() else None for name, path in paths.items()}
 
 
+def untouched(world: World) -> tuple[object, ...]:
+    """What a refused call leaves as it was: the database and its WAL byte for byte, the
+    root's entries (no ``artifacts/``, stage or lock file appears) and the events
+    delivered."""
+    root = Path(world.database_path).parent
+    return database_bytes(world), sorted(p.name for p in root.iterdir()), len(world.delivered)
+
+
+def store_refuses(world: World, operation: str, args: list[object]) -> str:
+    """The store refuses ``operation`` on ``args`` with ``invalid_record`` and leaves
+    everything :func:`untouched`; returns the message."""
+    before = untouched(world)
+    with pytest.raises(RunStoreError) as info:
+        call(getattr(world.store, operation), operation, args)
+    assert info.value.code == "invalid_record", info.value
+    assert untouched(world) == before
+    return info.value.message
+
+
+def model_refuses(world: World, operation: str, args: list[object]) -> str:
+    """The model refuses the same call with ``invalid_record`` and keeps its very state
+    (through the model's writer for a publisher, the operation itself otherwise); returns
+    the message."""
+    state = world.model.state
+    if operation in PUBLISHERS:
+        writer = ModelWriter(state)
+        with pytest.raises(ModelRefusal) as refusal:
+            call(getattr(writer, operation), operation, args)
+        assert refusal.value.code == "invalid_record"
+        assert writer.state is state
+        return str(refusal.value).removeprefix("invalid_record: ")
+    new_state, result = call(getattr(m, operation), operation, args, state)
+    assert new_state is state
+    assert isinstance(result, m.Refusal), result
+    assert result.code == "invalid_record", result
+    return result.message
+
+
+def one_ill_typed(operation: str, data: st.DataObject) -> tuple[str, list[object]]:
+    """``operation``'s valid arguments with one of them, drawn, ill typed; and its name."""
+    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
+    name, kind = PARAMETERS[operation][index]
+    return name, replaced(operation, index, data.draw(kind.hostile, label=name))
+
+
 # One store per test function, shared by its examples on purpose: each example must leave
 # it byte-for-byte as it was, which is what the test checks.
 END_TO_END = settings(
@@ -572,24 +632,9 @@ END_TO_END = settings(
 def test_store_and_model_refuse_one_ill_typed_argument_end_to_end(
     world: World, operation: str, data: st.DataObject
 ) -> None:
-    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
-    name, kind = PARAMETERS[operation][index]
-    args = replaced(operation, index, data.draw(kind.hostile, label=name))
-    before, delivered = database_bytes(world), len(world.delivered)
-
-    with pytest.raises(RunStoreError) as info:
-        getattr(world.store, operation)(*args)
-    assert info.value.code == "invalid_record", info.value
-    assert names_parameter(info.value.message, name), info.value
-    assert database_bytes(world) == before
-    assert len(world.delivered) == delivered
-
-    state = world.model.state
-    new_state, result = getattr(m, operation)(state, *args)
-    assert new_state is state
-    assert isinstance(result, m.Refusal), result
-    assert result.code == "invalid_record", result
-    assert names_parameter(result.message, name), result
+    name, args = one_ill_typed(operation, data)
+    for message in (store_refuses(world, operation, args), model_refuses(world, operation, args)):
+        assert names_parameter(message, name), message
 
 
 @pytest.mark.parametrize("operation", PUBLISHERS)
@@ -600,38 +645,53 @@ def test_publishers_refuse_one_ill_typed_argument_before_anything_exists(
 ) -> None:
     """Nothing is created: no database write, no ``artifacts/`` directory, no stage, no
     recovery lock file; the model's writer refuses with the same code, state unchanged."""
-    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
-    name, kind = PARAMETERS[operation][index]
-    args = replaced(operation, index, data.draw(kind.hostile, label=name))
-    root = Path(world.database_path).parent
-    before, entries = database_bytes(world), sorted(p.name for p in root.iterdir())
-
-    with pytest.raises(RunStoreError) as info:
-        getattr(world.store, operation)(*args)
-    assert info.value.code == "invalid_record", info.value
-    assert names_parameter(info.value.message, name), info.value
-    assert database_bytes(world) == before
-    assert sorted(p.name for p in root.iterdir()) == entries
-
-    writer = ModelWriter(world.model.state)
-    with pytest.raises(ModelRefusal) as refusal:
-        getattr(writer, operation)(*args)
-    assert refusal.value.code == "invalid_record"
-    assert names_parameter(str(refusal.value).removeprefix("invalid_record: "), name)
-    assert writer.state is world.model.state
+    name, args = one_ill_typed(operation, data)
+    for message in (store_refuses(world, operation, args), model_refuses(world, operation, args)):
+        assert names_parameter(message, name), message
 
 
 def test_publish_artifact_refuses_the_attempt_kind_before_anything_exists(world: World) -> None:
-    root = Path(world.database_path).parent
-    before, entries = database_bytes(world), sorted(p.name for p in root.iterdir())
     args = replaced("publish_artifact", 1, ArtifactKind.ATTEMPT)
-    with pytest.raises(RunStoreError) as info:
-        world.store.publish_artifact(*args)
-    assert info.value.code == "invalid_record"
-    assert (database_bytes(world), sorted(p.name for p in root.iterdir())) == (before, entries)
-    with pytest.raises(ModelRefusal) as refusal:
-        ModelWriter(world.model.state).publish_artifact(*args)
-    assert refusal.value.code == "invalid_record"
+    assert store_refuses(world, "publish_artifact", args) == model_refuses(
+        world, "publish_artifact", args
+    )
+
+
+def test_register_observation_takes_select_and_now_by_keyword_only(world: World) -> None:
+    """On the store, the model and the model's writer: a positional ``select`` (which an
+    int time could otherwise slip into) is a ``TypeError`` before anything happens."""
+    store_args = VALID["register_observation"]
+    writers: list[tuple[Callable[..., Any], tuple[object, ...]]] = [
+        (world.store.register_observation, store_args),
+        (m.register_observation, (world.model.state, *store_args)),
+        (ModelWriter(world.model.state).register_observation, store_args),
+    ]
+    before, state = untouched(world), world.model.state
+    for function, args in writers:
+        parameters = inspect.signature(function).parameters
+        kinds = {name: parameters[name].kind for name in ("select", "now_ns")}
+        assert set(kinds.values()) == {inspect.Parameter.KEYWORD_ONLY}, function
+        with pytest.raises(TypeError):
+            function(*args)
+    assert untouched(world) == before
+    assert world.model.state is state
+
+
+@pytest.mark.parametrize(
+    "operation", ["register_observation", "commit_finalization", "publish_finalization"]
+)
+def test_a_plain_pair_for_a_reference_is_refused_before_anything_is_written(
+    world: World, operation: str
+) -> None:
+    """The ``(role, artifact_id)`` tuple a ``Reference`` stands for, well formed in every
+    other way (a permitted role, the call's own artifact): ``invalid_record`` naming it,
+    nothing written or created; the model refuses it alike and keeps its state."""
+    pair = ("metrics", VALID["register_observation"][2].id)
+    index = [name for name, _ in PARAMETERS[operation]].index("references")
+    args = replaced(operation, index, [Reference(*pair), pair])
+    expected = "references[1] must be a Reference, not tuple"
+    assert store_refuses(world, operation, args) == expected
+    assert model_refuses(world, operation, args) == expected
 
 
 @pytest.mark.parametrize("operation", MODEL_ONLY)
@@ -640,12 +700,6 @@ def test_publish_artifact_refuses_the_attempt_kind_before_anything_exists(world:
 def test_model_only_operations_refuse_one_ill_typed_argument_end_to_end(
     world: World, operation: str, data: st.DataObject
 ) -> None:
-    index = data.draw(st.integers(0, len(PARAMETERS[operation]) - 1), label="index")
-    name, kind = PARAMETERS[operation][index]
-    args = replaced(operation, index, data.draw(kind.hostile, label=name))
-    state = world.model.state
-    new_state, result = getattr(m, operation)(state, *args)
-    assert new_state is state
-    assert isinstance(result, m.Refusal), result
-    assert result.code == "invalid_record", result
-    assert names_parameter(result.message, name), result
+    name, args = one_ill_typed(operation, data)
+    message = model_refuses(world, operation, args)
+    assert names_parameter(message, name), message

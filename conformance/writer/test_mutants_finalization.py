@@ -4,7 +4,7 @@ real store in lockstep with the model."""
 
 from __future__ import annotations
 
-from runstore import ArtifactKind, AttemptState, Failed
+from runstore import ArtifactKind, AttemptState, Failed, Reference
 from runstore.testing import fixtures as sc
 
 from conformance.writer.world import World
@@ -39,16 +39,17 @@ def test_re_registering_an_observation_with_other_references_is_a_conflict(
     world.observe(guard, sc.observation(member, guard), metric, False, 1_200)
     observation = sc.observation(member, guard, score=2)
     artifact = sc.artifact(ArtifactKind.OBSERVATION, "observation-0")
-    world.observe(guard, observation, artifact, False, 1_300, [("metrics", metric.id)])
+    world.observe(guard, observation, artifact, False, 1_300, [Reference("metrics", metric.id)])
     world.refused(
         "registration_conflict",
-        world.store.register_observation,
-        guard,
-        observation,
-        artifact,
-        [("inputs", metric.id)],
-        False,
-        1_400,
+        lambda: world.store.register_observation(
+            guard,
+            observation,
+            artifact,
+            [Reference("inputs", metric.id)],
+            select=False,
+            now_ns=1_400,
+        ),
     )
     assert world.rows(
         "SELECT role, artifact_id FROM observation_artifacts WHERE observation_id = ?",
@@ -68,13 +69,14 @@ def test_an_observation_referencing_an_unknown_artifact_is_refused(world: World)
     unknown = sc.artifact(ArtifactKind.OBSERVATION, "never-registered")
     error = world.refused(
         "unknown_artifact",
-        world.store.register_observation,
-        guard,
-        sc.observation(member, guard),
-        sc.artifact(ArtifactKind.OBSERVATION, "observation-0"),
-        [("inputs", unknown.id)],
-        False,
-        1_200,
+        lambda: world.store.register_observation(
+            guard,
+            sc.observation(member, guard),
+            sc.artifact(ArtifactKind.OBSERVATION, "observation-0"),
+            [Reference("inputs", unknown.id)],
+            select=False,
+            now_ns=1_200,
+        ),
     )
     assert unknown.id in str(error)
     assert world.rows("SELECT count(*) FROM observations") == [(0,)]

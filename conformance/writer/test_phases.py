@@ -18,6 +18,7 @@ from runstore import (
     Censored,
     Failed,
     Next,
+    Reference,
     Superseded,
     TerminalOutcome,
     canonical,
@@ -220,7 +221,7 @@ def test_each_terminal_outcome_of_a_claim_holder(world: World, outcome: Terminal
         "outcome_not_permitted", lambda: world.finish(guard, Superseded(), "attempt-0", 1_400)
     )
     receipt = world.finish(
-        guard, outcome, "attempt-0", 1_400, [("inputs", dataset.id)], finished=1_350
+        guard, outcome, "attempt-0", 1_400, [Reference("inputs", dataset.id)], finished=1_350
     )
 
     attempt_id = guard.attempt_id

@@ -89,7 +89,7 @@ def test_register_one_shot_is_register_slots_for_a_one_shot_measurement(world: W
         world,
         "invalid_record",
         lambda w: w.register_one_shot(
-            stream.candidate, stream.run, stream.attempt_slot, stream.observation_slots[0]
+            stream.decision, stream.run, stream.attempt_slot, stream.observation_slots[0]
         ),
     )
 
@@ -139,7 +139,7 @@ def test_an_attempt_slot_of_another_run_is_refused(world: World) -> None:
     refused(
         world,
         "invalid_record",
-        lambda w: w.register_slots(fixture.candidate, fixture.run, slot, ()),
+        lambda w: w.register_slots(fixture.decision, fixture.run, slot, ()),
     )
 
 
@@ -150,7 +150,7 @@ def test_an_observation_slot_owned_by_another_attempt_slot_is_refused(world: Wor
         world,
         "observation_slot_mismatch",
         lambda w: w.register_slots(
-            fixture.candidate, fixture.run, fixture.attempt_slot, other.observation_slots
+            fixture.decision, fixture.run, fixture.attempt_slot, other.observation_slots
         ),
     )
 
@@ -199,7 +199,7 @@ def test_a_membership_of_the_wrong_shape_is_refused(world: World, shape: str) ->
     refused(
         world,
         "invalid_record",
-        lambda w: w.register_slots(owner.candidate, owner.run, owner.attempt_slot, slots),
+        lambda w: w.register_slots(owner.decision, owner.run, owner.attempt_slot, slots),
     )
 
 
@@ -217,7 +217,7 @@ def test_an_observation_slot_name_taken_in_the_run_is_a_conflict(world: World) -
     refused(
         world,
         "registration_conflict",
-        lambda w: w.register_slots(second.candidate, second.run, second.attempt_slot, (clash,)),
+        lambda w: w.register_slots(second.decision, second.run, second.attempt_slot, (clash,)),
     )
 
 
@@ -228,5 +228,5 @@ def test_a_registered_slot_with_other_members_is_a_conflict(world: World) -> Non
     refused(
         world,
         "registration_conflict",
-        lambda w: w.register_slots(stream.candidate, stream.run, stream.attempt_slot, fewer),
+        lambda w: w.register_slots(stream.decision, stream.run, stream.attempt_slot, fewer),
     )

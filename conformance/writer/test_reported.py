@@ -24,6 +24,7 @@ from runstore import (
     FirstAttempt,
     Next,
     ObservationReceipt,
+    Reference,
     RunStoreError,
     canonical,
     rules,
@@ -157,7 +158,8 @@ def test_5_references_cannot_be_rewritten_and_final_artifacts_are_one_per_attemp
     guard = world.claim(guard, "claim-0", 1_200).attempt
     world.publish(guard, fixture.observation_slots[0], "result-0", 1_300)
     result = sc.artifact(ArtifactKind.OBSERVATION, "result-0").id
-    world.finish(guard, Failed(code="oom", details={}), "attempt-0", 1_400, [("inputs", result)])
+    failed = Failed(code="oom", details={})
+    world.finish(guard, failed, "attempt-0", 1_400, [Reference("inputs", result)])
     other = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=2_000)
     other = world.advance(other, S.FINALIZING, 2_100)
     world.refused(
@@ -227,7 +229,7 @@ def test_7_an_observation_has_references_an_event_and_says_whether_it_selected(
     guard = world.claim(guard, "claim-0", 1_200).attempt
     first = sc.observation(member, guard, score=1)
     own = sc.artifact(ArtifactKind.OBSERVATION, "result-a")
-    receipt = world.observe(guard, first, own, True, 1_300, [("metrics", own.id)])
+    receipt = world.observe(guard, first, own, True, 1_300, [Reference("metrics", own.id)])
     assert isinstance(receipt, ObservationReceipt)
     assert (receipt.selected, receipt.selection) == (True, first.id)
     assert world.rows("SELECT observation_id, role, artifact_id FROM observation_artifacts") == [

@@ -20,6 +20,7 @@ from runstore import (
     Failed,
     Next,
     OwnedAttempt,
+    Reference,
     TerminalOutcome,
     sql,
 )
@@ -157,7 +158,7 @@ def test_a_reference_to_an_unregistered_artifact_writes_nothing(
     registered = sc.artifact(ArtifactKind.OBSERVATION, "result-0").id
     missing = sc.artifact(ArtifactKind.DATASET, "never-published").id
     final = sc.artifact(ArtifactKind.ATTEMPT, "attempt-0").id
-    references = [("inputs", registered), ("dataset", missing)]
+    references = [Reference("inputs", registered), Reference("dataset", missing)]
     world.refused(
         "unknown_artifact",
         lambda: world.finish(guard, outcome, "attempt-0", 1_400, references),
@@ -168,7 +169,11 @@ def test_a_reference_to_an_unregistered_artifact_writes_nothing(
     assert world.rows("SELECT lease_id FROM finalization_claims") == [("claim-0",)]
     # A reference may name the final artifact itself or a registered one.
     receipt = world.finish(
-        guard, outcome, "attempt-0", 1_400, [("inputs", registered), ("self", final)]
+        guard,
+        outcome,
+        "attempt-0",
+        1_400,
+        [Reference("inputs", registered), Reference("self", final)],
     )
     assert receipt.state is outcome.state
     assert sorted(world.rows("SELECT role, artifact_id FROM attempt_artifacts")) == [
@@ -199,7 +204,7 @@ def test_a_terminal_commit_failing_after_the_attempts_update_rolls_everything_ba
         world,
         observer,
         lambda: world.store.commit_finalization(
-            guard, Accepted(), final, [("inputs", dataset)], 1_400, 1_400
+            guard, Accepted(), final, [Reference("inputs", dataset)], 1_400, 1_400
         ),
     )
     # The failure struck after the projection update, the terminal event and transition,
@@ -227,7 +232,7 @@ def test_a_terminal_commit_failing_after_the_attempts_update_rolls_everything_ba
     assert world.rows("SELECT count(*) FROM artifacts WHERE id = ?", (final.id,)) == [(0,)]
     assert world.rows("SELECT * FROM attempt_artifacts") == []
     # The owner's guard is still good: the same commit then goes through.
-    receipt = world.finish(guard, Accepted(), "attempt-0", 1_400, [("inputs", dataset)])
+    receipt = world.finish(guard, Accepted(), "attempt-0", 1_400, [Reference("inputs", dataset)])
     # Events: 6 transitions, the observation's registration, then this terminal one.
     assert (receipt.state, receipt.event_sequence) == (S.ACCEPTED, 8)
     world.check()

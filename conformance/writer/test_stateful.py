@@ -49,6 +49,7 @@ from runstore import (
     OwnedAttempt,
     PublishedArtifact,
     PublishedFinalization,
+    Reference,
     Retry,
     RunStore,
     RunStoreError,
@@ -147,6 +148,15 @@ hostile_contents = st.sampled_from(
 publish_kinds = st.sampled_from(
     [ArtifactKind.DATASET, ArtifactKind.OBSERVATION, ArtifactKind.RESULT, ArtifactKind.ATTEMPT]
 )
+
+
+def reference_lists(roles: list[str], known: list[str]) -> st.SearchStrategy[list[Any]]:
+    """Up to two references to ``known`` artifact ids (repeats included), and now and then a
+    plain ``(role, artifact_id)`` pair, which both sides refuse as ill typed (a role no
+    ``Reference`` takes, such as ``final`` or ``""``, cannot be built at all)."""
+    reference = st.builds(Reference, st.sampled_from(roles), st.sampled_from(known))
+    plain = st.tuples(st.sampled_from([*roles, "final", ""]), st.sampled_from(known))
+    return st.lists(st.one_of(reference, reference, reference, plain), max_size=2)
 
 
 class WriterMatchesModel(RuleBasedStateMachine):
@@ -327,7 +337,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
     @rule(data=st.data(), which=st.sampled_from([0, 0, 1, 1, 2]))
     def register_one_shot(self, data: st.DataObject, which: int) -> None:
         fixture = (*FIXTURES, CONFLICTING)[which]
-        args = (fixture.candidate, fixture.run, fixture.attempt_slot, fixture.observation_slots[0])
+        args = (fixture.decision, fixture.run, fixture.attempt_slot, fixture.observation_slots[0])
         self._lockstep(self._store(data), lambda w: w.register_one_shot(*args))
 
     @rule(data=st.data(), slot=st.sampled_from(SLOT_IDS), authorization=authorizations)
@@ -399,16 +409,12 @@ class WriterMatchesModel(RuleBasedStateMachine):
             result={"score": score},
         )
         known = [*sorted(self.model.state.artifacts), "run-store-v1:other-" + "0" * 64]
-        references = data.draw(
-            st.lists(
-                st.tuples(st.sampled_from(["result", "metrics", ""]), st.sampled_from(known)),
-                max_size=2,
-            ),
-            label="references",
-        )
+        references = data.draw(reference_lists(["result", "metrics"], known), label="references")
         receipt = self._lockstep(
             store,
-            lambda w: w.register_observation(guard, observation, artifact, references, select, now),
+            lambda w: w.register_observation(
+                guard, observation, artifact, references, select=select, now_ns=now
+            ),
         )
         self._keep(receipt and receipt.attempt)
 
@@ -420,15 +426,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
             return
         guard, store = self._guard(data), self._store(data)
         known = [*sorted(self.model.state.artifacts), artifact.id, "run-store-v1:other-" + "0" * 64]
-        references = data.draw(
-            st.lists(
-                st.tuples(
-                    st.sampled_from(["dataset", "source", "final", ""]), st.sampled_from(known)
-                ),
-                max_size=2,
-            ),
-            label="references",
-        )
+        references = data.draw(reference_lists(["dataset", "source"], known), label="references")
         now = self._now(data)
         finished = data.draw(st.integers(-30, 3).map(lambda d: max(0, now + d)), label="finished")
         self._lockstep(
@@ -459,13 +457,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
         guard, store = self._guard(data), self._store(data)
         clock = self._clock(data, guard)
         known = [*sorted(self.model.state.artifacts), "run-store-v1:other-" + "0" * 64]
-        references = data.draw(
-            st.lists(
-                st.tuples(st.sampled_from(["dataset", "final", ""]), st.sampled_from(known)),
-                max_size=2,
-            ),
-            label="references",
-        )
+        references = data.draw(reference_lists(["dataset"], known), label="references")
         self._lockstep(
             store,
             lambda w: w.publish_finalization(guard, outcome, references, payload, clock.fresh()),
@@ -639,7 +631,7 @@ class WriterMatchesModel(RuleBasedStateMachine):
                 receipt = self._lockstep(
                     store,
                     lambda w, g=guard, o=observation, a=seen, t=now: w.register_observation(
-                        g, o, a, (), True, t
+                        g, o, a, (), select=True, now_ns=t
                     ),
                 )
                 guard = receipt and receipt.attempt

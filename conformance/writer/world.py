@@ -40,6 +40,7 @@ from runstore import (
     ObservationReceipt,
     ObservationSlot,
     OwnedAttempt,
+    Reference,
     RetryAuthorization,
     RunStore,
     RunStoreError,
@@ -101,7 +102,7 @@ class World:
         ``register_one_shot``, any other slot with ``register_slots``."""
         slot = fixture.attempt_slot
         if (slot.execution_kind, slot.role) == (ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT):
-            args = (fixture.candidate, fixture.run, slot, fixture.observation_slots[0])
+            args = (fixture.decision, fixture.run, slot, fixture.observation_slots[0])
             return self.lockstep(lambda w: w.register_one_shot(*args))
         return self.lockstep(lambda w: w.register_slots(*fixture.arguments()))
 
@@ -126,10 +127,12 @@ class World:
         artifact: ArtifactRegistration,
         select: bool,
         now: int,
-        references: Sequence[tuple[str, str]] = (),
+        references: Sequence[Reference] = (),
     ) -> ObservationReceipt:
         return self.lockstep(
-            lambda w: w.register_observation(guard, observation, artifact, references, select, now)
+            lambda w: w.register_observation(
+                guard, observation, artifact, references, select=select, now_ns=now
+            )
         )
 
     def conclude(
@@ -137,7 +140,7 @@ class World:
         guard: OwnedAttempt,
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         now: int,
         finished: int | None = None,
     ) -> TerminalAttempt:
@@ -204,7 +207,7 @@ class World:
         outcome: TerminalOutcome,
         label: str,
         now: int,
-        references: Sequence[tuple[str, str]] = (),
+        references: Sequence[Reference] = (),
         finished: int | None = None,
     ) -> TerminalAttempt:
         """``commit_finalization`` with the attempt artifact ``label``, committed at ``now``

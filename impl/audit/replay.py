@@ -18,13 +18,14 @@ up front.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 from runstore import canonical, payloads, rules
 from runstore.canonical import JSON
 from runstore.enums import AttemptState, LeasePurpose
+from runstore.errors import InvalidRecordError
 from runstore.model import (
     ModelState,
     Refusal,
@@ -47,6 +48,7 @@ from runstore.requests import (
     Failed,
     FirstAttempt,
     LeaseRequest,
+    Reference,
     Retry,
     RetryAuthorization,
     Superseded,
@@ -273,6 +275,16 @@ def _said(refusal: Refusal) -> str:
     return f"{refusal.code}: {refusal.message}"
 
 
+def _references(event: StoredEvent, pairs: Sequence[tuple[str, str]]) -> list[Reference]:
+    """The stored ``(role, artifact id)`` pairs as the model takes them. A role no
+    :class:`Reference` takes is refused as the model's operation would refuse it."""
+    try:
+        return [Reference(role, artifact_id) for role, artifact_id in pairs]
+    except InvalidRecordError as error:
+        message = f"the model refuses it: {error.code}: {error.message}"
+        raise _fail("event_refused", event, message) from None
+
+
 def _short(row: tuple[Any, ...]) -> str:
     sequence, kind, attempt_id, at_ns, payload = row
     return f"#{sequence} {kind} {attempt_id} at {at_ns} {payload.decode()[:200]}"
@@ -364,7 +376,7 @@ def _finished(replay: Replay, event: StoredEvent) -> None:
     attempt = replay.state.attempts[attempt_id]
     cause = replay.lost_authority(attempt, commit_ns)
     if attempt_id not in replay.recovering and cause is None:
-        references = replay.stored.references.get(attempt_id, [])
+        references = _references(event, replay.stored.references.get(attempt_id, []))
         guard = replay.guard(attempt_id)
         replay.state, result = commit_finalization(
             replay.state, guard, outcome, artifact, references, event.at_ns, commit_ns
@@ -398,7 +410,7 @@ def _imported(
     if not commit_ns >= event.at_ns >= attempt.updated_at_ns:
         message = f"finish {event.at_ns} and commit {commit_ns} are out of order"
         raise _fail("event_refused", event, message)
-    references = replay.stored.references.get(attempt.id, [])
+    references = _references(event, replay.stored.references.get(attempt.id, []))
     replay.state, _ = finish(
         replay.state, attempt, event.at_ns, commit_ns, outcome, artifact, references
     )
@@ -425,9 +437,9 @@ def _observed(replay: Replay, event: StoredEvent) -> None:
         guard,
         stored.observation,
         artifact,
-        [(str(role), str(artifact_id)) for role, artifact_id in pairs],
-        payload.get("selected") is True,
-        event.at_ns,
+        _references(event, [(str(role), str(artifact_id)) for role, artifact_id in pairs]),
+        select=payload.get("selected") is True,
+        now_ns=event.at_ns,
     )
     replay.check(event, result)
 

@@ -21,7 +21,14 @@ from runstore.enums import ArtifactKind, AttemptState, Completion, ExecutionKind
 from runstore.errors import AcceptanceUnsatisfiedError
 from runstore.receipts import OwnedAttempt, TerminalAttempt
 from runstore.records import Observation
-from runstore.requests import Accepted, Failed, LeaseRequest, RetryAuthorization, Superseded
+from runstore.requests import (
+    Accepted,
+    Failed,
+    LeaseRequest,
+    Reference,
+    RetryAuthorization,
+    Superseded,
+)
 from runstore.runner.campaign import InputFile
 from runstore.runner.executor import WorkOrder, WorkResult
 from runstore.runner.plan import SlotPlan
@@ -218,9 +225,9 @@ def _succeed(
             result=produced.result,
         )
         store.register_observation(
-            guard, observation, receipt.artifact, [], disposition.claimed, clock()
+            guard, observation, receipt.artifact, [], select=disposition.claimed, now_ns=clock()
         )
-    references = sorted({("observation", receipt.artifact.id) for _, receipt in published})
+    references = sorted({Reference("observation", receipt.artifact.id) for _, receipt in published})
     files = write_files(
         attempt_files(work, include_outputs=not success.produced or bool(checkpoints(plan)))
     )

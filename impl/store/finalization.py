@@ -35,7 +35,7 @@ from runstore.errors import (
 )
 from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Accepted, LeaseRequest, Superseded, TerminalOutcome
+from runstore.requests import Accepted, LeaseRequest, Reference, Superseded, TerminalOutcome
 from runstore.shapes import references_refusal
 from runstore.store.artifacts import artifact_conflicts, artifact_exists, insert_artifact
 from runstore.store.attempts import transition
@@ -168,7 +168,7 @@ def commit_finalization(
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     finished_at_ns: int,
     now_ns: int,
 ) -> tuple[TerminalAttempt, CommittedEvent]:
@@ -196,7 +196,7 @@ def check_commit(
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     finished_at_ns: int,
     now_ns: int,
 ) -> tuple[AttemptRecord, int, int]:
@@ -217,7 +217,7 @@ def check_commit(
     attempt = checked.attempt
     check_finishing(connection, attempt, outcome)
     check_final_artifact(connection, artifact)
-    for role, artifact_id in references:
+    for role, artifact_id in (reference.pair for reference in references):
         if artifact_id != artifact.id and not artifact_exists(connection, artifact_id):
             raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
     finished = rules.effective_now(finished_at_ns, attempt.updated_at_ns)
@@ -263,7 +263,7 @@ def finish(
     commit_ns: int,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
 ) -> tuple[TerminalAttempt, CommittedEvent]:
     """The terminal commit (shared with recovery), after every check has passed (including
     :func:`runstore.store.artifacts.artifact_conflicts` for ``artifact``): register the final
@@ -272,11 +272,11 @@ def finish(
     lease of the attempt at ``commit_ns`` (at or after the finish time)."""
     assert commit_ns >= finished_at_ns >= attempt.updated_at_ns
     insert_artifact(connection, artifact)
-    for role, artifact_id in references:
+    for reference in references:
         sql.execute(
             connection,
             "INSERT INTO attempt_artifacts (attempt_id, role, artifact_id) VALUES (?, ?, ?)",
-            (attempt.id, role, artifact_id),
+            (attempt.id, reference.role, reference.artifact_id),
         )
     payload = payloads.finished_payload(outcome, attempt.revision + 1)
     after, event = transition(

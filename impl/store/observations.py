@@ -25,6 +25,7 @@ from runstore.errors import (
 )
 from runstore.receipts import CommittedEvent, ObservationReceipt, OwnedAttempt
 from runstore.records import ArtifactRegistration, Observation
+from runstore.requests import Reference
 from runstore.shapes import references_refusal
 from runstore.store.artifacts import artifact_conflicts, artifact_exists, insert_artifact
 from runstore.store.events import append_event
@@ -36,7 +37,8 @@ def register_observation(
     guard: OwnedAttempt,
     observation: Observation,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
+    *,
     select: bool,
     now_ns: int,
 ) -> tuple[ObservationReceipt, CommittedEvent | None]:
@@ -54,6 +56,7 @@ def register_observation(
     if artifact.kind is not ArtifactKind.OBSERVATION:
         shape = InvalidRecordError("an observation artifact must be of kind observation")
     checked = check_guard(connection, guard, now_ns, shape=shape or references_refusal(references))
+    pairs = [reference.pair for reference in references]  # as the rows and the payload hold them
     slot = sql.execute(
         connection,
         "SELECT attempt_slot_id FROM attempt_observation_slots WHERE observation_slot_id = ?",
@@ -76,9 +79,9 @@ def register_observation(
             "SELECT role, artifact_id FROM observation_artifacts WHERE observation_id = ?",
             (observation.id,),
         )
-        if set(kept) != set(references):
+        if set(kept) != set(pairs):
             raise RegistrationConflictError("the observation is registered with other references")
-    for role, artifact_id in references:
+    for role, artifact_id in pairs:
         if artifact_id != artifact.id and not artifact_exists(connection, artifact_id):
             raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
     if select and checked.claim_lease is None:
@@ -108,7 +111,7 @@ def register_observation(
                 canonical.encode(observation.to_json()).decode("utf-8"),
             ),
         )
-        for role, artifact_id in references:
+        for role, artifact_id in pairs:
             sql.execute(
                 connection,
                 "INSERT INTO observation_artifacts (observation_id, role, artifact_id) "
@@ -123,7 +126,7 @@ def register_observation(
             (observation.slot_id, observation.id, checked.now_ns),
         )
     payload = payloads.observation_payload(
-        observation.id, observation.slot_id, artifact.id, references, not existing, selected
+        observation.id, observation.slot_id, artifact.id, pairs, not existing, selected
     )
     event = append_event(
         connection, payloads.OBSERVATION_REGISTERED, guard.attempt_id, checked.now_ns, payload

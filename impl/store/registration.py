@@ -22,7 +22,7 @@ from runstore.shapes import one_shot_refusal, registration_refusal
 
 def register_one_shot(
     connection: sqlite3.Connection,
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slot: ObservationSlot,
@@ -32,12 +32,12 @@ def register_one_shot(
     refusal = one_shot_refusal(attempt_slot)
     if refusal is not None:
         raise refusal
-    return register_slots(connection, candidate, run, attempt_slot, (observation_slot,))
+    return register_slots(connection, decision, run, attempt_slot, (observation_slot,))
 
 
 def register_slots(
     connection: sqlite3.Connection,
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slots: Sequence[ObservationSlot],
@@ -50,10 +50,10 @@ def register_slots(
     ``registration_conflict`` (another record holds one of the ``(run_id, logical_slot)``
     keys, or the attempt slot is registered with another set of observation slots).
     """
-    refusal = registration_refusal(candidate, run, attempt_slot, observation_slots)
+    refusal = registration_refusal(decision, run, attempt_slot, observation_slots)
     if refusal is not None:
         raise refusal
-    found = _registered(connection, candidate, run, attempt_slot, observation_slots)
+    found = _registered(connection, decision, run, attempt_slot, observation_slots)
     if found["conflict"]:
         raise RegistrationConflictError(
             "a logical slot of this run is registered with another record"
@@ -66,7 +66,7 @@ def register_slots(
             )
         return attempt_slot.id
     if not found["decision"]:
-        _insert_decision(connection, candidate)
+        _insert_decision(connection, decision)
     if not found["run"]:
         _insert_run(connection, run)
     sql.execute(

@@ -19,6 +19,7 @@ from runstore import arguments, durable, sql
 from runstore.enums import ArtifactKind, AttemptState
 from runstore.errors import (
     DatabaseError,
+    DirectConstructionError,
     DurabilityError,
     RunStoreError,
     StoreClosedError,
@@ -43,7 +44,7 @@ from runstore.records import (
     ResolvedRun,
 )
 from runstore.recovery_report import RecoveryReport
-from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
+from runstore.requests import LeaseRequest, Reference, RetryAuthorization, TerminalOutcome
 from runstore.store import (
     attempts,
     coordinator_reads,
@@ -69,19 +70,35 @@ class RunStore:
     """An open run store. Obtain one with :meth:`RunStore.open`; close it with
     :meth:`close` or by using it as a context manager."""
 
-    def __init__(
-        self,
+    _root: str
+    _database_path: str
+    _descriptor: store_root.HeldDescriptor
+    _connection: sqlite3.Connection | None
+    _subscribers: list[Subscriber]
+    _subscriber_failures: int
+
+    def __init__(self, *_: object, **__: object) -> None:
+        """Refused with ``direct_construction``, whatever the arguments: a handle is only
+        as safe as the checks :meth:`open` runs before it makes one."""
+        raise DirectConstructionError("RunStore(...) makes no handle; use RunStore.open(root)")
+
+    @classmethod
+    def _opened(
+        cls,
         root: str,
         database_path: str,
         connection: sqlite3.Connection,
         descriptor: store_root.HeldDescriptor,
-    ) -> None:
-        self._root = root
-        self._descriptor = descriptor
-        self._database_path = database_path
-        self._connection: sqlite3.Connection | None = connection
-        self._subscribers: list[Subscriber] = []
-        self._subscriber_failures = 0
+    ) -> RunStore:
+        """The handle :meth:`open` returns, around what it opened (``__init__`` refuses)."""
+        store = object.__new__(cls)
+        store._root = root
+        store._descriptor = descriptor
+        store._database_path = database_path
+        store._connection = connection
+        store._subscribers = []
+        store._subscriber_failures = 0
+        return store
 
     @property
     def root(self) -> str:
@@ -120,7 +137,7 @@ class RunStore:
             except BaseException:
                 store_root.database_descriptors.release(held)
                 raise
-        return cls(path, database_path, connection, held)
+        return cls._opened(path, database_path, connection, held)
 
     def close(self) -> None:
         """Close the connection. Idempotent: closing a closed store does nothing."""
@@ -162,7 +179,7 @@ class RunStore:
 
     def register_slots(
         self,
-        candidate: ApplicabilityDecision,
+        decision: ApplicabilityDecision,
         run: ResolvedRun,
         attempt_slot: AttemptSlot,
         observation_slots: Sequence[ObservationSlot],
@@ -173,29 +190,27 @@ class RunStore:
         slot, a one-shot or fresh-observation measurement exactly one result slot, a stream
         one or more checkpoint slots. Identical re-registration is a no-op; refusals:
         invalid_record, observation_slot_mismatch, registration_conflict."""
-        _raise(arguments.register_slots_arguments(candidate, run, attempt_slot, observation_slots))
+        _raise(arguments.register_slots_arguments(decision, run, attempt_slot, observation_slots))
         return self._write(
             lambda c: (
-                registration.register_slots(c, candidate, run, attempt_slot, observation_slots),
+                registration.register_slots(c, decision, run, attempt_slot, observation_slots),
                 (),
             )
         )
 
     def register_one_shot(
         self,
-        candidate: ApplicabilityDecision,
+        decision: ApplicabilityDecision,
         run: ResolvedRun,
         attempt_slot: AttemptSlot,
         observation_slot: ObservationSlot,
     ) -> str:
         """:meth:`register_slots` for a one-shot measurement and its single result slot
         (anything else is invalid_record); returns the attempt slot id."""
-        _raise(
-            arguments.register_one_shot_arguments(candidate, run, attempt_slot, observation_slot)
-        )
+        _raise(arguments.register_one_shot_arguments(decision, run, attempt_slot, observation_slot))
         return self._write(
             lambda c: (
-                registration.register_one_shot(c, candidate, run, attempt_slot, observation_slot),
+                registration.register_one_shot(c, decision, run, attempt_slot, observation_slot),
                 (),
             )
         )
@@ -242,14 +257,15 @@ class RunStore:
         attempt: OwnedAttempt,
         observation: Observation,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
+        *,
         select: bool,
         now_ns: int,
     ) -> ObservationReceipt:
-        """Register a published observation, its artifact and its (role, artifact id)
-        references with an ``observation_registered`` event, optionally selecting it under
-        the attempt's claim (an earlier selection is preserved); the receipt says whether
-        this call selected it."""
+        """Register a published observation, its artifact and its references with an
+        ``observation_registered`` event, optionally selecting it under the attempt's claim
+        (an earlier selection is preserved); the receipt says whether this call selected
+        it."""
         _raise(
             arguments.register_observation_arguments(
                 attempt, observation, artifact, references, select, now_ns
@@ -258,7 +274,7 @@ class RunStore:
         return self._write(
             lambda c: _at_most_one_event(
                 observations.register_observation(
-                    c, attempt, observation, artifact, references, select, now_ns
+                    c, attempt, observation, artifact, references, select=select, now_ns=now_ns
                 )
             )
         )
@@ -268,7 +284,7 @@ class RunStore:
         attempt: OwnedAttempt,
         outcome: TerminalOutcome,
         artifact: ArtifactRegistration,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         finished_at_ns: int,
         now_ns: int,
     ) -> TerminalAttempt:
@@ -311,7 +327,7 @@ class RunStore:
         self,
         attempt: OwnedAttempt,
         outcome: TerminalOutcome,
-        references: Sequence[tuple[str, str]],
+        references: Sequence[Reference],
         populate: Populate,
         clock: Clock,
     ) -> PublishedFinalization:

@@ -12,6 +12,9 @@ kit is imported by module, when needed:
 * :mod:`runstore.testing.lockstep`: one ``Writer`` interface over the store and the model
   (``ModelWriter``), and ``lockstep(model, store, call)``, which makes one call on both
   and raises ``Diverged`` unless they agree (the same result, or the same refusal code).
+  ``ModelWriter`` builds on :mod:`runstore.testing.model_steps` (the current state,
+  ``apply``, ``ModelRefusal``) and publishes through
+  :mod:`runstore.testing.model_publisher`.
 * (the durable projection of a database file and of a model state, comparable with
   ``==``, lives in :mod:`runstore.audit.projection`: the audit uses it in production.)
 * :mod:`runstore.testing.script`: writer call scripts as data (``Call``), played on any

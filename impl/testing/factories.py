@@ -54,13 +54,13 @@ def decision(
     )
 
 
-def resolved_run(candidate: ApplicabilityDecision) -> ResolvedRun:
-    """The run resolving ``candidate`` (same decision id and candidate id), with logical
-    spec ``"spec"`` and an empty specification. It validates even for an excluded decision;
+def resolved_run(decision_record: ApplicabilityDecision) -> ResolvedRun:
+    """The run resolving ``decision_record`` (same decision id and candidate id), with
+    logical spec ``"spec"`` and an empty specification. It validates even for an excluded decision;
     registering it then is refused, which is what a test of that refusal needs."""
     return ResolvedRun(
-        decision_id=candidate.id,
-        candidate_id=candidate.candidate_id,
+        decision_id=decision_record.id,
+        candidate_id=decision_record.candidate_id,
         logical_spec_id=LOGICAL_SPEC,
         specification={},
     )
@@ -71,15 +71,15 @@ class OneShot:
     """The four records ``register_one_shot`` takes: an applicable decision, the run bound to
     it, a one-shot attempt slot of that run, and the result slot the attempt slot owns."""
 
-    candidate: ApplicabilityDecision
+    decision: ApplicabilityDecision
     run: ResolvedRun
     attempt_slot: AttemptSlot
     observation_slot: ObservationSlot
 
     def arguments(self) -> tuple[ApplicabilityDecision, ResolvedRun, AttemptSlot, ObservationSlot]:
-        """``(candidate, run, attempt_slot, observation_slot)``, in ``register_one_shot``'s
+        """``(decision, run, attempt_slot, observation_slot)``, in ``register_one_shot``'s
         order: ``store.register_one_shot(*bundle.arguments())``."""
-        return (self.candidate, self.run, self.attempt_slot, self.observation_slot)
+        return (self.decision, self.run, self.attempt_slot, self.observation_slot)
 
     @property
     def slot_id(self) -> str:
@@ -96,7 +96,7 @@ class Slots:
     """A decision, its run, an attempt slot of any kind and the observation slots it owns:
     the arguments of a general slot registration (``register_slots``)."""
 
-    candidate: ApplicabilityDecision
+    decision: ApplicabilityDecision
     run: ResolvedRun
     attempt_slot: AttemptSlot
     observation_slots: tuple[ObservationSlot, ...]
@@ -104,8 +104,8 @@ class Slots:
     def arguments(
         self,
     ) -> tuple[ApplicabilityDecision, ResolvedRun, AttemptSlot, tuple[ObservationSlot, ...]]:
-        """``(candidate, run, attempt_slot, observation_slots)``."""
-        return (self.candidate, self.run, self.attempt_slot, self.observation_slots)
+        """``(decision, run, attempt_slot, observation_slots)``."""
+        return (self.decision, self.run, self.attempt_slot, self.observation_slots)
 
     @property
     def slot_id(self) -> str:
@@ -144,11 +144,11 @@ def one_shot(
     ``decision(candidate, problem)``. With the default role the bundle registers; with
     ``role=SlotRole.WARMUP`` every record is valid but ``register_one_shot`` refuses the
     bundle (``invalid_record``: a warm-up owns no observation slot)."""
-    candidate_record = decision(candidate, problem)
-    run = resolved_run(candidate_record)
+    decision_record = decision(candidate, problem)
+    run = resolved_run(decision_record)
     slot = _attempt_slot(run, name, ExecutionKind.ONE_SHOT, role)
     return OneShot(
-        candidate=candidate_record,
+        decision=decision_record,
         run=run,
         attempt_slot=slot,
         observation_slot=_observation_slot(slot, "result", None),
@@ -169,8 +169,8 @@ def slots(
     ``<name>/checkpoint-<i>`` (indices ``0 .. checkpoints-1``) for a stream measurement,
     and the one result slot ``<name>/result`` for a one-shot or fresh-observation
     measurement. ``checkpoints`` counts only for a stream measurement."""
-    candidate_record = decision(candidate, problem)
-    run = resolved_run(candidate_record)
+    decision_record = decision(candidate, problem)
+    run = resolved_run(decision_record)
     slot = _attempt_slot(run, name, kind, role)
     members: tuple[ObservationSlot, ...]
     if role is SlotRole.WARMUP:
@@ -179,7 +179,7 @@ def slots(
         members = tuple(_observation_slot(slot, f"checkpoint-{i}", i) for i in range(checkpoints))
     else:
         members = (_observation_slot(slot, "result", None),)
-    return Slots(candidate=candidate_record, run=run, attempt_slot=slot, observation_slots=members)
+    return Slots(decision=decision_record, run=run, attempt_slot=slot, observation_slots=members)
 
 
 def stream(

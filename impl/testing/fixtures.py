@@ -30,8 +30,7 @@ EXECUTION_PATH = (
 )
 
 SlotFixture = factories.Slots
-"""A decision, its run, one attempt slot and the observation slots it owns (the decision is
-its ``candidate``)."""
+"""A decision, its run, one attempt slot and the observation slots it owns."""
 
 digest = factories.digest
 

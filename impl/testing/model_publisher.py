@@ -1,5 +1,6 @@
 """The model's side of ``publish_artifact`` and ``publish_finalization``, for
-:class:`~runstore.testing.lockstep.ModelWriter`: the store's steps, in the store's order,
+:class:`~runstore.testing.lockstep.ModelWriter` (any
+:class:`~runstore.testing.model_steps.ModelSteps`): the store's steps, in the store's order,
 over the pure model.
 
 Rules of this file: the publisher's *filesystem* work is modelled by its result only: the
@@ -8,7 +9,7 @@ callback runs in a private temporary directory, the tree is read back
 model's own content module (:mod:`runstore.model.content`, independent of the store's
 :mod:`runstore.store.publication.objects`). The database steps are the model's operations
 (``check_finalization``, ``begin_staging``, ``publish_staged_artifact``,
-``publish_finalization``), each applied through ``ModelWriter.apply`` so a refusal raises
+``publish_finalization``), each applied through ``ModelSteps.apply`` so a refusal raises
 ``ModelRefusal`` exactly where the store raises. Clock samples and stage tokens are
 consumed at the same points as the store's, so a lockstep play of one script sees the same
 times and names on both sides.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from runstore import arguments
 from runstore import model as m
@@ -28,32 +29,29 @@ from runstore.errors import RunStoreError
 from runstore.model import content, outcome_document
 from runstore.receipts import OwnedAttempt, PublishedArtifact, PublishedFinalization
 from runstore.records import ArtifactRegistration
-from runstore.requests import TerminalOutcome
+from runstore.requests import Reference, TerminalOutcome
 from runstore.store.publication import staging
+from runstore.testing.model_steps import ModelRefusal, ModelSteps
 from runstore.testing.publishing import read_tree
-
-if TYPE_CHECKING:
-    from runstore.testing.lockstep import ModelWriter
 
 MANIFEST: Final = "manifest.json"
 OUTCOME: Final = "outcome.json"
 
 
-def _raise(writer: ModelWriter, error: RunStoreError | None) -> None:
-    from runstore.testing.lockstep import ModelRefusal
-
+def _raise(error: RunStoreError | None) -> None:
     if error is not None:
         raise ModelRefusal(m.refused(error))
 
 
-def sample(writer: ModelWriter, clock: Callable[[], int]) -> int:
+def sample(clock: Callable[[], int]) -> int:
+    """One reading of a publisher's clock, checked as the store checks it."""
     value = clock()
-    _raise(writer, arguments.clock_sample(value))
+    _raise(arguments.clock_sample(value))
     assert isinstance(value, int)
     return value
 
 
-def _stage(writer: ModelWriter, attempt: OwnedAttempt, now_ns: int) -> m.LeaseRow:
+def _stage(writer: ModelSteps, attempt: OwnedAttempt, now_ns: int) -> m.LeaseRow:
     token = writer.tokens()
     return writer.apply(
         m.begin_staging(
@@ -66,11 +64,7 @@ def _stage(writer: ModelWriter, attempt: OwnedAttempt, now_ns: int) -> m.LeaseRo
     )
 
 
-def _populated(
-    writer: ModelWriter, populate: Callable[[str], object], reserved: tuple[str, ...]
-) -> content.Tree:
-    from runstore.testing.lockstep import ModelRefusal
-
+def _populated(populate: Callable[[str], object], reserved: tuple[str, ...]) -> content.Tree:
     with tempfile.TemporaryDirectory(prefix="runstore-model-") as scratch:
         directory = os.path.join(scratch, "object")
         os.mkdir(directory, 0o700)
@@ -95,46 +89,43 @@ def _registration(
 
 
 def publish_artifact(
-    writer: ModelWriter,
+    writer: ModelSteps,
     attempt: OwnedAttempt,
     kind: ArtifactKind,
     populate: Callable[[str], object],
     clock: Callable[[], int],
 ) -> PublishedArtifact:
     """``RunStore.publish_artifact`` over the model."""
-    _raise(writer, arguments.publish_artifact_arguments(attempt, kind, populate, clock))
-    _raise(writer, arguments.publish_kind_refusal(kind))
-    stage = _stage(writer, attempt, sample(writer, clock))
-    tree = _populated(writer, populate, (MANIFEST,))
+    _raise(arguments.publish_artifact_arguments(attempt, kind, populate, clock))
+    _raise(arguments.publish_kind_refusal(kind))
+    stage = _stage(writer, attempt, sample(clock))
+    tree = _populated(populate, (MANIFEST,))
     completed = content.complete(tree, {}, (MANIFEST,))
     assert not isinstance(completed, m.Refusal), completed
     _, tree_sha256, manifest_sha256 = completed
-    verified = max(sample(writer, clock), stage.acquired_at_ns)
+    verified = max(sample(clock), stage.acquired_at_ns)
     artifact = _registration(kind, tree_sha256, manifest_sha256, verified)
     writer.apply(
-        m.publish_staged_artifact(writer.state, attempt, stage.id, artifact, sample(writer, clock))
+        m.publish_staged_artifact(writer.state, attempt, stage.id, artifact, sample(clock))
     )
     return PublishedArtifact(attempt=attempt, artifact=artifact)
 
 
 def publish_finalization(
-    writer: ModelWriter,
+    writer: ModelSteps,
     attempt: OwnedAttempt,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     populate: Callable[[str], object],
     clock: Callable[[], int],
 ) -> PublishedFinalization:
     """``RunStore.publish_finalization`` over the model."""
-    _raise(
-        writer,
-        arguments.publish_finalization_arguments(attempt, outcome, references, populate, clock),
-    )
-    staged_at = sample(writer, clock)
+    _raise(arguments.publish_finalization_arguments(attempt, outcome, references, populate, clock))
+    staged_at = sample(clock)
     writer.apply(m.check_finalization(writer.state, attempt, outcome, references, staged_at))
     stage = _stage(writer, attempt, staged_at)
-    tree = _populated(writer, populate, (MANIFEST, OUTCOME))
-    finish_sample = max(sample(writer, clock), stage.acquired_at_ns)
+    tree = _populated(populate, (MANIFEST, OUTCOME))
+    finish_sample = max(sample(clock), stage.acquired_at_ns)
     finished = writer.apply(
         m.check_finalization(writer.state, attempt, outcome, references, finish_sample)
     )
@@ -145,7 +136,7 @@ def publish_finalization(
     completed = content.complete(tree, {OUTCOME: document}, (MANIFEST, OUTCOME))
     assert not isinstance(completed, m.Refusal), completed
     _, tree_sha256, manifest_sha256 = completed
-    verified = max(sample(writer, clock), stage.acquired_at_ns)
+    verified = max(sample(clock), stage.acquired_at_ns)
     artifact = _registration(ArtifactKind.ATTEMPT, tree_sha256, manifest_sha256, verified)
     terminal = writer.apply(
         m.publish_finalization_commit(
@@ -157,7 +148,7 @@ def publish_finalization(
             references,
             snapshot,
             finished,
-            sample(writer, clock),
+            sample(clock),
         )
     )
     return PublishedFinalization(terminal=terminal, artifact=artifact)

@@ -31,6 +31,7 @@ from runstore.requests import (
     Failed,
     FirstAttempt,
     Next,
+    Reference,
     Retry,
     RetryAuthorization,
     Superseded,
@@ -75,7 +76,7 @@ def register(t: Transcript, fixture: SlotFixture) -> None:
     """Register ``fixture`` with ``register_slots``."""
     t.do(
         registration.register_slots,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slots=fixture.observation_slots,
@@ -125,7 +126,7 @@ def observe(
     valid: bool = True,
     completion: Completion = Completion.REACHED,
     score: int = 1,
-    references: tuple[tuple[str, str], ...] = (),
+    references: tuple[Reference, ...] = (),
 ) -> object:
     """``register_observation`` of an observation of ``guard``'s attempt for ``slot``,
     published as the observation artifact ``label``, with ``references``."""
@@ -147,7 +148,7 @@ def conclude(
     label: str,
     *,
     now: int,
-    references: tuple[tuple[str, str], ...] = (),
+    references: tuple[Reference, ...] = (),
     finished: int | None = None,
 ) -> object:
     """``commit_finalization`` with the attempt artifact ``label``, committed at ``now``
@@ -172,7 +173,7 @@ def happy_path_accepted(t: Transcript) -> None:
     fixture = slot_fixture()
     t.do(
         registration.register_one_shot,
-        candidate=fixture.candidate,
+        decision=fixture.decision,
         run=fixture.run,
         attempt_slot=fixture.attempt_slot,
         observation_slot=fixture.observation_slots[0],
@@ -194,7 +195,8 @@ def happy_path_accepted(t: Transcript) -> None:
     guard = run_to(t, guard, (AttemptState.VALIDATING, AttemptState.EVALUATING), 1_500)
     guard = claimed(finalize(t, guard, "claim-0", expires=20_000, now=1_600))
     observe(t, guard, fixture.observation_slots[0], "result-0", now=1_700)
-    conclude(t, guard, Accepted(), "attempt-0", now=1_800, references=(("dataset", dataset.id),))
+    dependency = Reference("dataset", dataset.id)
+    conclude(t, guard, Accepted(), "attempt-0", now=1_800, references=(dependency,))
 
 
 def failure_then_authorized_retry_accepted(t: Transcript) -> None:

@@ -32,7 +32,7 @@ from runstore.records import (
     ObservationSlot,
     ResolvedRun,
 )
-from runstore.requests import LeaseRequest, RetryAuthorization, TerminalOutcome
+from runstore.requests import LeaseRequest, Reference, RetryAuthorization, TerminalOutcome
 from runstore.testing.lockstep import ModelWriter, Writer, lockstep
 from runstore.testing.publishing import ClockScript, Payload
 
@@ -80,7 +80,7 @@ class Call:
         }
         if self.operation in GUARDED:
             assert self.attempt is not None
-            return method(attempt=context[self.attempt], **arguments)
+            return method(context[self.attempt], **arguments)  # the guard, by position
         return method(**arguments)
 
     def keep(self, result: object, context: Context) -> None:
@@ -122,7 +122,7 @@ def apply_in_lockstep(call: Call, model: ModelWriter, store: Writer, context: Co
 
 
 def register_slots(
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slots: Sequence[ObservationSlot],
@@ -133,7 +133,7 @@ def register_slots(
         name,
         "register_slots",
         {
-            "candidate": candidate,
+            "decision": decision,
             "run": run,
             "attempt_slot": attempt_slot,
             "observation_slots": tuple(observation_slots),
@@ -142,7 +142,7 @@ def register_slots(
 
 
 def register_one_shot(
-    candidate: ApplicabilityDecision,
+    decision: ApplicabilityDecision,
     run: ResolvedRun,
     attempt_slot: AttemptSlot,
     observation_slot: ObservationSlot,
@@ -153,7 +153,7 @@ def register_one_shot(
         name,
         "register_one_shot",
         {
-            "candidate": candidate,
+            "decision": decision,
             "run": run,
             "attempt_slot": attempt_slot,
             "observation_slot": observation_slot,
@@ -198,7 +198,7 @@ def register_observation(
     select: bool,
     now_ns: int,
     *,
-    references: Sequence[tuple[str, str]] = (),
+    references: Sequence[Reference] = (),
     name: str | None = None,
 ) -> Call:
     selected = "selected" if select else "unselected"
@@ -220,7 +220,7 @@ def commit_finalization(
     attempt: str,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     now_ns: int,
     *,
     finished_at_ns: int | None = None,
@@ -263,7 +263,7 @@ def publish_artifact(
 def publish_finalization(
     attempt: str,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     populate: Payload,
     clock: ClockScript,
     *,

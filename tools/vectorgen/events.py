@@ -37,6 +37,7 @@ from runstore import (
     Observation,
     ObservationSlot,
     RecoveryReport,
+    Reference,
     ResolvedRun,
     Retry,
     RetryAuthorization,
@@ -170,14 +171,14 @@ SCENARIO: list[Call] = [
         BETA_RESULT,
         True,
         at(21),
-        references=[("metrics", BETA_RESULT.id)],
+        references=[Reference("metrics", BETA_RESULT.id)],
         name="beta#0 register_observation and select (with a metrics reference)",
     ),
     script.commit_finalization(
         B0,
         Accepted(),
         _artifact(ArtifactKind.ATTEMPT, "beta-0", 22),
-        [("result", BETA_RESULT.id)],
+        [Reference("result", BETA_RESULT.id)],
         at(22) + 500_000,
         finished_at_ns=at(22),
         name="beta#0 commit accepted (with a reference; finished 0.5 ms before the commit)",
@@ -377,7 +378,7 @@ def _argument_json(key: str, value: Any) -> JSON:
     if key in ("now_ns", "finished_at_ns"):
         return str(value)
     if key == "references":
-        return [[role, artifact_id] for role, artifact_id in value]
+        return [[reference.role, reference.artifact_id] for reference in value]
     if key == "observation_slots":  # register_slots (outcomes.json, recovery.json)
         return [slot.to_json() for slot in value]
     if isinstance(value, ClockScript):  # recover: the one reading the pass samples
@@ -388,9 +389,18 @@ def _argument_json(key: str, value: Any) -> JSON:
     raise TypeError(f"argument {key}: no JSON form for {type(value).__name__}")
 
 
+VECTOR_NAMES: dict[str, str] = {"decision": "candidate"}
+"""Parameters the vector files name otherwise: their format (``vectors/README.md``) calls a
+registration's decision ``candidate``, and the files keep their bytes."""
+
+
 def arguments_json(call: Call) -> dict[str, JSON]:
-    """The call's arguments as plain JSON; a guarded call's ``attempt_id`` is its handle."""
-    document = {key: _argument_json(key, value) for key, value in call.arguments.items()}
+    """The call's arguments as plain JSON, under the names the vector files use
+    (:data:`VECTOR_NAMES`); a guarded call's ``attempt_id`` is its handle."""
+    document = {
+        VECTOR_NAMES.get(key, key): _argument_json(key, value)
+        for key, value in call.arguments.items()
+    }
     if call.operation in script.GUARDED:
         document["attempt_id"] = call.attempt
     return document

@@ -40,6 +40,7 @@ from runstore import (
     FirstAttempt,
     LeaseRequest,
     Next,
+    Reference,
     RunStore,
     Superseded,
     TerminalOutcome,
@@ -80,7 +81,7 @@ class Case:
     calls: tuple[Call, ...]
     attempt_id: str
     outcome: TerminalOutcome
-    references: tuple[tuple[str, str], ...]
+    references: tuple[Reference, ...]
     finished_at_ns: int
 
 
@@ -113,10 +114,14 @@ def _accepted() -> Case:
             cp1,
             True,
             at(4),
-            references=[("previous", cp0.id), ("self", cp1.id)],
+            references=[Reference("previous", cp0.id), Reference("self", cp1.id)],
         ),
     )
-    references = (("dataset", cp1.id), ("checkpoints", cp1.id), ("dataset", cp0.id))
+    references = (
+        Reference("dataset", cp1.id),
+        Reference("checkpoints", cp1.id),
+        Reference("dataset", cp0.id),
+    )
     return Case(
         "accepted: a stream's claim holder with both checkpoints selected",
         calls,
@@ -153,7 +158,7 @@ def _censored() -> Case:
             result1,
             False,
             at(7),
-            references=[("origin", result0.id)],
+            references=[Reference("origin", result0.id)],
         ),
         script.advance(a1, AttemptState.FINALIZING, at(8)),
     )
@@ -162,7 +167,7 @@ def _censored() -> Case:
         calls,
         a1,
         Censored(reason="budget exhausted"),
-        (("log", final0.id),),
+        (Reference("log", final0.id),),
         at(9),
     )
 
@@ -190,7 +195,7 @@ def _failed() -> Case:
         calls,
         b0,
         Failed(code="worker_crashed", details=FAILURE_DETAILS),
-        (("input", result0.id),),
+        (Reference("input", result0.id),),
         at(6),
     )
 
@@ -235,13 +240,18 @@ def _non_ascii() -> Case:
         script.reserve(d0, slot.slot_id, FirstAttempt(), _lease("mesure-0"), at(1)),
         script.begin_finalization(d0, _lease("mesure-0-claim"), at(2)),
         script.register_observation(
-            d0, observation, result0, True, at(3), references=[("\u00e9cho \U0001f600", result0.id)]
+            d0,
+            observation,
+            result0,
+            True,
+            at(3),
+            references=[Reference("\u00e9cho \U0001f600", result0.id)],
         ),
     )
     references = (
-        ("\u00e9", result0.id),
-        ("donn\u00e9es \U0001f600", result0.id),
-        ("Zeta", result0.id),
+        Reference("\u00e9", result0.id),
+        Reference("donn\u00e9es \U0001f600", result0.id),
+        Reference("Zeta", result0.id),
     )
     return Case(
         "non-ASCII: names, results, roles sorted as UTF-8 bytes, and a censor reason",
@@ -268,7 +278,7 @@ def store_document(
     database_path: str,
     attempt_id: str,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     finished_at_ns: int,
 ) -> bytes:
     """The store builder's bytes for the attempt's document, on a plain connection inside
@@ -322,7 +332,7 @@ def case_json(case: Case) -> dict[str, Any]:
         "operations": operations,
         "attempt_id": case.attempt_id,
         "outcome": outcome_argument(case.outcome),
-        "references": [[role, artifact_id] for role, artifact_id in case.references],
+        "references": [[reference.role, reference.artifact_id] for reference in case.references],
         "finished_at_ns": str(case.finished_at_ns),
         "outcome_hex": document.hex(),
         "outcome_utf8": document.decode("utf-8"),

@@ -57,7 +57,7 @@ from runstore import (
 from runstore import model as m
 from runstore.audit.projection import model_projection, store_projection
 from runstore.model import outcome_document as model_builder
-from runstore.requests import interrupted_outcome
+from runstore.requests import Reference, interrupted_outcome
 from runstore.store.publication import objects, staging
 from runstore.testing import script
 from runstore.testing.disk import disk_view
@@ -222,7 +222,7 @@ def _play(case: Case, root: str) -> Played:
         raise GenerationRefused(f"{case.name}: the pass committed {row.outcome!r}")
     assert row.finished_at_ns is not None
     references = sorted(
-        (role, artifact_id)
+        Reference(role, artifact_id)
         for owner, role, artifact_id in model.state.attempt_artifacts
         if owner == case.attempt_id
     )

@@ -28,7 +28,7 @@ from runstore import outcome_json, sql
 from runstore.canonical import JSON, decode_object
 from runstore.enums import TERMINAL_STATES, AttemptState
 from runstore.errors import DatabaseError
-from runstore.requests import Accepted, Censored, TerminalOutcome
+from runstore.requests import Accepted, Censored, Reference, TerminalOutcome
 
 
 @attrs.frozen(kw_only=True)
@@ -232,15 +232,16 @@ def outcome_document(
     connection: sqlite3.Connection,
     attempt_id: str,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     finished_at_ns: int,
 ) -> bytes:
     """The canonical bytes of the attempt's ``outcome.json`` for ``outcome``, its
-    dependency ``references`` (``(role, artifact id)`` pairs, any order) and the immutable
+    dependency ``references`` (any order) and the immutable
     finish time ``finished_at_ns``, with :func:`snapshot` as its ``snapshot``."""
     attempt, head = _attempt(connection, attempt_id)
-    reads = _read(connection, attempt_id, attempt, head, outcome, [a for _, a in references])
-    dependencies = [(role, _artifact(reads, artifact)) for role, artifact in references]
+    named = [reference.artifact_id for reference in references]
+    reads = _read(connection, attempt_id, attempt, head, outcome, named)
+    dependencies = [(r.role, _artifact(reads, r.artifact_id)) for r in references]
     return outcome_json.outcome_document(
         attempt_id=attempt_id,
         slot_id=attempt.slot_id,

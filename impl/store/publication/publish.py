@@ -37,7 +37,7 @@ from runstore.receipts import (
     PublishedFinalization,
     TerminalAttempt,
 )
-from runstore.requests import TerminalOutcome
+from runstore.requests import Reference, TerminalOutcome
 from runstore.store.publication import objects, outcome_document, publish_tx, staging
 
 T = TypeVar("T")
@@ -169,7 +169,7 @@ def _prepare_outcome(
     write: Write,
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     now_ns: int,
 ) -> tuple[int, bytes, dict[str, JSON]]:
     """Check the finalization at the finish-time sample and build the outcome document
@@ -199,7 +199,7 @@ def publish_finalization(
     write: Write,
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     populate: Populate,
     clock: Clock,
 ) -> PublishedFinalization:

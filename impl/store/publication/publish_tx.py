@@ -27,7 +27,7 @@ from runstore.errors import (
 )
 from runstore.receipts import CommittedEvent, OwnedAttempt, TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import TerminalOutcome
+from runstore.requests import Reference, TerminalOutcome
 from runstore.shapes import references_refusal
 from runstore.store.artifacts import artifact_conflicts, artifact_exists, insert_artifact
 from runstore.store.finalization import check_commit, check_finishing, finish
@@ -132,7 +132,7 @@ def check_finalization(
     connection: sqlite3.Connection,
     guard: OwnedAttempt,
     outcome: TerminalOutcome,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     now_ns: int,
 ) -> int:
     """The check before ``outcome.json`` is written (the model's ``check_finalization``);
@@ -141,7 +141,7 @@ def check_finalization(
     acceptance_unsatisfied, unknown_artifact. Returns the effective finish time."""
     checked = check_guard(connection, guard, now_ns, shape=references_refusal(references))
     check_finishing(connection, checked.attempt, outcome)
-    for role, artifact_id in references:
+    for role, artifact_id in (reference.pair for reference in references):
         if not artifact_exists(connection, artifact_id):
             raise UnknownArtifactError(f"{role} artifact {artifact_id} is unknown")
     return checked.now_ns
@@ -153,7 +153,7 @@ def publish_finalization_commit(
     staging_lease_id: str,
     outcome: TerminalOutcome,
     artifact: ArtifactRegistration,
-    references: Sequence[tuple[str, str]],
+    references: Sequence[Reference],
     snapshot: dict[str, JSON],
     finished_at_ns: int,
     now_ns: int,

@@ -23,8 +23,14 @@ from runstore.errors import SnapshotChangedError
 from runstore.outcome_json import OutcomeClaim
 from runstore.receipts import CommittedEvent, TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Accepted, Failed, Superseded, interrupted_claims
-from runstore.shapes import LEASED_ROOT_ROLE
+from runstore.requests import (
+    LEASED_ROOT_ROLE,
+    Accepted,
+    Failed,
+    Reference,
+    Superseded,
+    interrupted_claims,
+)
 from runstore.store.artifacts import artifact_exists, insert_artifact
 from runstore.store.attempts import transition
 from runstore.store.finalization import (
@@ -181,7 +187,7 @@ def release_stage_leases(
 # --- evidence -----------------------------------------------------------------------------
 
 
-def leased_roots(connection: sqlite3.Connection, attempt_id: str) -> list[tuple[str, str]]:
+def leased_roots(connection: sqlite3.Connection, attempt_id: str) -> list[Reference]:
     """A ``leased_root`` reference to every artifact rooted under any of the attempt's
     leases, sorted, each once."""
     rows = sql.execute(
@@ -190,7 +196,7 @@ def leased_roots(connection: sqlite3.Connection, attempt_id: str) -> list[tuple[
         "ON l.id = r.lease_id WHERE l.attempt_id = ? ORDER BY r.artifact_id",
         (attempt_id,),
     )
-    return [(LEASED_ROOT_ROLE, row[0]) for row in rows]
+    return [Reference(LEASED_ROOT_ROLE, row[0]) for row in rows]
 
 
 def _live_at(lease: LeaseRecord, at_ns: int) -> bool:
@@ -240,7 +246,7 @@ def evaluate(
     all (``not_finalizing`` through ``acceptance_unsatisfied``; SPEC.md section 14)."""
     if attempt.state is not AttemptState.FINALIZING:
         return recovery_report.NOT_FINALIZING, f"the attempt is {attempt.state.value}"
-    for role, artifact_id in claim.references:
+    for role, artifact_id in (reference.pair for reference in claim.references):
         if not artifact_exists(connection, artifact_id):
             return recovery_report.UNKNOWN_ARTIFACT, f"{role} artifact {artifact_id} is unknown"
     rebuilt = outcome_document.outcome_document(
@@ -327,7 +333,7 @@ def move_to_finalizing(
 
 def failure_document(
     connection: sqlite3.Connection, attempt: AttemptRecord, outcome: Failed, t_ns: int
-) -> tuple[bytes, list[tuple[str, str]]]:
+) -> tuple[bytes, list[Reference]]:
     """The ``outcome.json`` of the interrupted failure of the finalizing ``attempt`` at its
     effective time, and its ``leased_root`` references."""
     references = leased_roots(connection, attempt.id)
