@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck
+from hypothesis import settings
 
 settings.register_profile(
     "default",

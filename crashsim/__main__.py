@@ -26,13 +26,23 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-from runstore.crashsim.equivalence import COMPARE, difference_lines
-from runstore.crashsim.faulty import FAULTY_NAMES, faulty_scenarios
+from runstore.crashsim.equivalence import COMPARE
+from runstore.crashsim.equivalence import difference_lines
+from runstore.crashsim.faulty import FAULTY_NAMES
+from runstore.crashsim.faulty import faulty_scenarios
 from runstore.crashsim.iofaults import run_io_faults
 from runstore.crashsim.powerloss_suite import run_powerloss_suite
-from runstore.crashsim.results import SuiteResult, SweepResult, exit_status, report_lines
-from runstore.crashsim.scenarios import FULL_IN_SUBSET, SCENARIOS, Scenario
-from runstore.crashsim.suite import METHODS, run_suite, run_sweeps, selector
+from runstore.crashsim.results import SuiteResult
+from runstore.crashsim.results import SweepResult
+from runstore.crashsim.results import exit_status
+from runstore.crashsim.results import report_lines
+from runstore.crashsim.scenarios import FULL_IN_SUBSET
+from runstore.crashsim.scenarios import SCENARIOS
+from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.suite import METHODS
+from runstore.crashsim.suite import run_suite
+from runstore.crashsim.suite import run_sweeps
+from runstore.crashsim.suite import selector
 
 FAULTS = ("io", "powerloss", "all")
 

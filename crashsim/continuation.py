@@ -27,31 +27,43 @@ continuation then runs from the resumed state.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Final
 
 import attrs
 from runstore import RunStore
 from runstore import model as m
-from runstore.audit.projection import model_projection, store_projection
-from runstore.crashsim.scenarios import FIXTURE, MEMBER, Scenario, Step
-from runstore.enums import ArtifactKind, AttemptState
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
+from runstore.crashsim.scenarios import FIXTURE
+from runstore.crashsim.scenarios import MEMBER
+from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.scenarios import Step
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
 from runstore.errors import RunStoreError
 from runstore.model import outcome_document
-from runstore.receipts import ClaimDisposition, OwnedAttempt, PublishedFinalization
-from runstore.requests import Accepted, Failed, LeaseRequest, Next, Superseded
-from runstore.store.publication import objects, staging
+from runstore.receipts import ClaimDisposition
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import PublishedFinalization
+from runstore.requests import Accepted
+from runstore.requests import Failed
+from runstore.requests import LeaseRequest
+from runstore.requests import Next
+from runstore.requests import Superseded
+from runstore.store.publication import objects
+from runstore.store.publication import staging
 from runstore.testing import fixtures as fx
 from runstore.testing import script
-from runstore.testing.lockstep import (
-    Diverged,
-    ModelWriter,
-    Outcome,
-    StageTokens,
-    Writer,
-    lockstep,
-    outcome,
-)
+from runstore.testing.lockstep import Diverged
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import Outcome
+from runstore.testing.lockstep import StageTokens
+from runstore.testing.lockstep import Writer
+from runstore.testing.lockstep import lockstep
+from runstore.testing.lockstep import outcome
 from runstore.testing.script import Context
 
 if TYPE_CHECKING:

@@ -35,12 +35,16 @@ from typing import Final
 
 import attrs
 from runstore.crashsim import trials
-from runstore.crashsim.images import Tree, read_tree, stop_at
+from runstore.crashsim.images import Tree
+from runstore.crashsim.images import read_tree
+from runstore.crashsim.images import stop_at
 from runstore.crashsim.kill import killed_each
-from runstore.crashsim.points import Point, Selector
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import Selector
 from runstore.crashsim.results import SweepResult
 from runstore.crashsim.scenarios import Scenario
-from runstore.crashsim.sweep import Sweep, run_sweep
+from runstore.crashsim.sweep import Sweep
+from runstore.crashsim.sweep import run_sweep
 from runstore.crashsim.timing import Phases
 
 WAL_SUFFIX: Final = "-wal"

@@ -24,27 +24,34 @@ import sqlite3
 from typing import Final
 
 import attrs
-from runstore import RunStore, canonical, durable, payloads, sql
+from runstore import RunStore
+from runstore import canonical
+from runstore import durable
+from runstore import payloads
+from runstore import sql
 from runstore.attempt_record import attempt_document
-from runstore.crashsim.scenarios import (
-    DATA,
-    FIXTURE,
-    REGISTERED,
-    RUNNING,
-    Scenario,
-    Step,
-    advance,
-    publish,
-    reserve,
-)
-from runstore.enums import ArtifactKind, AttemptState, LeasePurpose
+from runstore.crashsim.scenarios import DATA
+from runstore.crashsim.scenarios import FIXTURE
+from runstore.crashsim.scenarios import REGISTERED
+from runstore.crashsim.scenarios import RUNNING
+from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.scenarios import Step
+from runstore.crashsim.scenarios import advance
+from runstore.crashsim.scenarios import publish
+from runstore.crashsim.scenarios import reserve
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.enums import LeasePurpose
 from runstore.identity import run_attempt_id
-from runstore.receipts import OwnedAttempt, PublishedArtifact
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import PublishedArtifact
 from runstore.requests import FirstAttempt
 from runstore.store.events import append_history
 from runstore.store.leases import insert_lease
-from runstore.store.publication import objects, publish_tx, staging
+from runstore.store.publication import objects
 from runstore.store.publication import publish as publication
+from runstore.store.publication import publish_tx
+from runstore.store.publication import staging
 from runstore.testing import fixtures as fx
 from runstore.testing.script import Context
 

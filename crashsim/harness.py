@@ -15,18 +15,24 @@ stage names, lease ids and traces agree across the fixture, the reference and ea
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Container, Sequence
-from typing import Final, TypeVar
+from collections.abc import Callable
+from collections.abc import Container
+from collections.abc import Sequence
+from typing import Final
+from typing import TypeVar
 
 from runstore import RunStore
 from runstore import model as m
-from runstore.crashsim.scenarios import Scenario, Step
+from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.scenarios import Step
 from runstore.crashsim.tracer import Tracer
 from runstore.model.state import ModelState
-from runstore.receipts import PublishedArtifact, PublishedFinalization
+from runstore.receipts import PublishedArtifact
+from runstore.receipts import PublishedFinalization
 from runstore.store import schema_check
 from runstore.store.publication import staging
-from runstore.testing.lockstep import ModelWriter, StageTokens
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import StageTokens
 from runstore.testing.script import Context
 
 COMPLETED = 0

@@ -38,17 +38,25 @@ import os
 import shutil
 import stat
 import struct
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
+from collections.abc import Collection
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
-from runstore.crashsim import processes, trials
+from runstore.crashsim import processes
+from runstore.crashsim import trials
 from runstore.crashsim.harness import run_traced
-from runstore.crashsim.points import Point, off_reference
-from runstore.crashsim.results import Finding, SweepResult
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import off_reference
+from runstore.crashsim.results import Finding
+from runstore.crashsim.results import SweepResult
 from runstore.crashsim.sweep import Sweep
 from runstore.crashsim.timing import Phases
-from runstore.crashsim.tracer import Entry, describe, effect_number, normalize
+from runstore.crashsim.tracer import Entry
+from runstore.crashsim.tracer import describe
+from runstore.crashsim.tracer import effect_number
+from runstore.crashsim.tracer import normalize
 
 GONE_EXIT: Final = 78
 """The exit status of an imaging child whose parent went away while it was stopped."""

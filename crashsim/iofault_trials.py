@@ -21,20 +21,33 @@ import errno
 import logging
 import os
 import signal
-from collections.abc import Callable, Sequence
-from typing import Final, Literal
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Final
+from typing import Literal
 
 import attrs
 from runstore import RunStore
-from runstore.crashsim import processes, trials
+from runstore.crashsim import processes
+from runstore.crashsim import trials
 from runstore.crashsim.continuation import Resumption
 from runstore.crashsim.harness import ModelRun
-from runstore.crashsim.points import Point, brief, off_reference
-from runstore.crashsim.scenarios import FIXTURE, MEMBER, RECOVER_STEP, Scenario
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import brief
+from runstore.crashsim.points import off_reference
+from runstore.crashsim.scenarios import FIXTURE
+from runstore.crashsim.scenarios import MEMBER
+from runstore.crashsim.scenarios import RECOVER_STEP
+from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.sweep import Sweep
 from runstore.crashsim.timing import Phases
-from runstore.crashsim.tracer import Entry, Phase, Tracer, describe, read_trace
-from runstore.crashsim.verify import Acceptable, verify
+from runstore.crashsim.tracer import Entry
+from runstore.crashsim.tracer import Phase
+from runstore.crashsim.tracer import Tracer
+from runstore.crashsim.tracer import describe
+from runstore.crashsim.tracer import read_trace
+from runstore.crashsim.verify import Acceptable
+from runstore.crashsim.verify import verify
 from runstore.errors import RunStoreError
 from runstore.store.publication import staging
 from runstore.testing import sqlite_kernel

@@ -80,15 +80,23 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
 from runstore.crashsim import trials
-from runstore.crashsim.iofault_trials import ERRNOS, Fault, Tamper, trial_body
-from runstore.crashsim.points import Point, Selector
-from runstore.crashsim.results import Finding, SuiteResult, SweepResult
-from runstore.crashsim.scenarios import OPENING_SCENARIOS, SCENARIOS
+from runstore.crashsim.iofault_trials import ERRNOS
+from runstore.crashsim.iofault_trials import Fault
+from runstore.crashsim.iofault_trials import Tamper
+from runstore.crashsim.iofault_trials import trial_body
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import Selector
+from runstore.crashsim.results import Finding
+from runstore.crashsim.results import SuiteResult
+from runstore.crashsim.results import SweepResult
+from runstore.crashsim.scenarios import OPENING_SCENARIOS
+from runstore.crashsim.scenarios import SCENARIOS
 from runstore.crashsim.suite import run_sweeps
 from runstore.crashsim.sweep import Sweep
 from runstore.testing import sqlite_kernel

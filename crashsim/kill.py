@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Final
 
-from runstore.crashsim import processes, trials
+from runstore.crashsim import processes
+from runstore.crashsim import trials
 from runstore.crashsim.harness import run_traced
-from runstore.crashsim.points import Point, check_prefix
-from runstore.crashsim.results import Finding, SweepResult
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import check_prefix
+from runstore.crashsim.results import Finding
+from runstore.crashsim.results import SweepResult
 from runstore.crashsim.sweep import Sweep
 from runstore.crashsim.timing import Phases
 from runstore.crashsim.tracer import read_trace

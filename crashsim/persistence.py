@@ -34,13 +34,16 @@ import os
 import random
 import re
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
 from runstore.crashsim.images import Tree
 from runstore.store.probes import PROBE_PREFIX
-from runstore.store.store_root import DATABASE_NAME, SIDECAR_NAMES
+from runstore.store.store_root import DATABASE_NAME
+from runstore.store.store_root import SIDECAR_NAMES
 
 DATABASE_FILES: Final = (DATABASE_NAME, *SIDECAR_NAMES)
 ROOT_PREFIX: Final = "$ROOT"

@@ -8,13 +8,16 @@ file or store is touched here. The acceptable states follow the rules in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Final, TypeVar
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Final
+from typing import TypeVar
 
 import attrs
 from runstore.crashsim.harness import ModelRun
 from runstore.crashsim.scenarios import RECOVER_STEP
-from runstore.crashsim.tracer import CRASH_EXIT, Entry
+from runstore.crashsim.tracer import CRASH_EXIT
+from runstore.crashsim.tracer import Entry
 from runstore.crashsim.verify import Acceptable
 from runstore.model.state import ModelState
 

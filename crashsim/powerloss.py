@@ -33,17 +33,30 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
-from runstore.crashsim import processes, trials
-from runstore.crashsim.images import stop_at, tree_digest, write_tree
-from runstore.crashsim.persistence import Cut, Disk, database_files, photograph
-from runstore.crashsim.powerloss_check import LOST, CutPoint, check_state_body
-from runstore.crashsim.results import Finding, SweepResult
+from runstore.crashsim import processes
+from runstore.crashsim import trials
+from runstore.crashsim.images import stop_at
+from runstore.crashsim.images import tree_digest
+from runstore.crashsim.images import write_tree
+from runstore.crashsim.persistence import Cut
+from runstore.crashsim.persistence import Disk
+from runstore.crashsim.persistence import database_files
+from runstore.crashsim.persistence import photograph
+from runstore.crashsim.powerloss_check import LOST
+from runstore.crashsim.powerloss_check import CutPoint
+from runstore.crashsim.powerloss_check import check_state_body
+from runstore.crashsim.results import Finding
+from runstore.crashsim.results import SweepResult
 from runstore.crashsim.sweep import Sweep
-from runstore.crashsim.tracer import Entry, describe, effect_number, effect_stop
+from runstore.crashsim.tracer import Entry
+from runstore.crashsim.tracer import describe
+from runstore.crashsim.tracer import effect_number
+from runstore.crashsim.tracer import effect_stop
 
 END: Final = -1
 """The cut after the last step returned and the store was closed."""

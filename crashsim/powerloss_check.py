@@ -19,14 +19,17 @@ from collections.abc import Sequence
 import attrs
 from runstore import RunStore
 from runstore import model as m
-from runstore.audit.projection import Projection, model_projection, store_projection
+from runstore.audit.projection import Projection
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
 from runstore.crashsim import trials
 from runstore.crashsim.continuation import Resumption
 from runstore.crashsim.harness import ModelRun
 from runstore.crashsim.points import Point
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
-from runstore.crashsim.verify import Acceptable, verify
+from runstore.crashsim.verify import Acceptable
+from runstore.crashsim.verify import verify
 from runstore.errors import RunStoreError
 from runstore.store.publication import objects
 

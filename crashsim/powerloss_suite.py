@@ -14,13 +14,19 @@ after each filesystem operation and each COMMIT of the steps, and the end, with 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Final
 
-from runstore.crashsim.points import Point, Selector
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import Selector
 from runstore.crashsim.powerloss import PowerLoss
-from runstore.crashsim.results import SuiteResult, SweepResult
-from runstore.crashsim.scenarios import INIT_REGISTER, OPENING_SCENARIOS, SCENARIOS, Scenario
+from runstore.crashsim.results import SuiteResult
+from runstore.crashsim.results import SweepResult
+from runstore.crashsim.scenarios import INIT_REGISTER
+from runstore.crashsim.scenarios import OPENING_SCENARIOS
+from runstore.crashsim.scenarios import SCENARIOS
+from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.suite import run_sweeps
 
 DEFAULT: Final = (

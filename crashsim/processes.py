@@ -14,7 +14,9 @@ import select
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Final, Generic, TypeVar
+from typing import Final
+from typing import Generic
+from typing import TypeVar
 
 ERROR_EXIT: Final = 70
 """A child's exit status when its function raised."""

@@ -28,26 +28,29 @@ from collections.abc import Callable
 from typing import Final
 
 import attrs
-from runstore import RunStore, durable
+from runstore import RunStore
+from runstore import durable
 from runstore import model as m
-from runstore.audit.projection import Projection, model_projection, store_projection
+from runstore.audit.projection import Projection
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
 from runstore.crashsim import processes
-from runstore.crashsim.scenarios import (
-    DATA,
-    EXECUTING,
-    RESERVED,
-    A,
-    B,
-    Step,
-    path,
-    reserve,
-)
+from runstore.crashsim.scenarios import DATA
+from runstore.crashsim.scenarios import EXECUTING
+from runstore.crashsim.scenarios import RESERVED
+from runstore.crashsim.scenarios import A
+from runstore.crashsim.scenarios import B
+from runstore.crashsim.scenarios import Step
+from runstore.crashsim.scenarios import path
+from runstore.crashsim.scenarios import reserve
 from runstore.crashsim.verify import sqlite_checks
 from runstore.enums import ArtifactKind
 from runstore.requests import Next
-from runstore.store.publication import objects, staging
+from runstore.store.publication import objects
+from runstore.store.publication import staging
 from runstore.testing import script
-from runstore.testing.lockstep import ModelWriter, StageTokens
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import StageTokens
 from runstore.testing.publishing import at
 from runstore.testing.script import Context
 

@@ -34,17 +34,24 @@ from typing import Final
 
 from runstore import RunStore
 from runstore import model as m
-from runstore.audit.projection import model_projection, store_projection
-from runstore.canonical import decode_object, ns_from_json
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
+from runstore.canonical import decode_object
+from runstore.canonical import ns_from_json
 from runstore.crashsim.continuation import start_time
-from runstore.enums import TERMINAL_STATES, AttemptState
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
 from runstore.model import outcome_document
 from runstore.outcome_json import read_outcome
 from runstore.recovery_report import RecoveryReport
 from runstore.requests import Accepted
 from runstore.store.publication import staging
-from runstore.testing.disk import disk_view, read_object
-from runstore.testing.lockstep import Diverged, ModelWriter, StageTokens, lockstep
+from runstore.testing.disk import disk_view
+from runstore.testing.disk import read_object
+from runstore.testing.lockstep import Diverged
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import StageTokens
+from runstore.testing.lockstep import lockstep
 from runstore.testing.publishing import at
 
 RECOVERY_TOKEN: Final = 0xDE_0000

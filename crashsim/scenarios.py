@@ -18,30 +18,35 @@ computed by the model's content module, so a reference to it is data too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
 from runstore import RunStore
-from runstore.enums import ArtifactKind, AttemptState
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
 from runstore.model import content
 from runstore.records import ArtifactRegistration
-from runstore.requests import (
-    Accepted,
-    Censored,
-    Failed,
-    FirstAttempt,
-    Next,
-    Reference,
-    RetryAuthorization,
-    Superseded,
-    TerminalOutcome,
-)
-from runstore.testing import factories, script
+from runstore.requests import Accepted
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import FirstAttempt
+from runstore.requests import Next
+from runstore.requests import Reference
+from runstore.requests import RetryAuthorization
+from runstore.requests import Superseded
+from runstore.requests import TerminalOutcome
+from runstore.testing import factories
 from runstore.testing import fixtures as fx
-from runstore.testing.lockstep import Writer, outcome
-from runstore.testing.publishing import ClockScript, Payload, at
-from runstore.testing.script import Call, Context
+from runstore.testing import script
+from runstore.testing.lockstep import Writer
+from runstore.testing.lockstep import outcome
+from runstore.testing.publishing import ClockScript
+from runstore.testing.publishing import Payload
+from runstore.testing.publishing import at
+from runstore.testing.script import Call
+from runstore.testing.script import Context
 
 StoreAction = Callable[[RunStore, Context], object]
 

@@ -30,21 +30,27 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, Literal, TypeVar
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Final
+from typing import Literal
+from typing import TypeVar
 
 from runstore.crashsim.images import IMAGE
 from runstore.crashsim.kill import KILL
-from runstore.crashsim.points import Point, Selector, every_boundary
-from runstore.crashsim.results import SuiteResult, SweepResult
-from runstore.crashsim.scenarios import (
-    FULL_IN_SUBSET,
-    OPENING_SCENARIOS,
-    RECOVER_STEP,
-    SCENARIOS,
-    Scenario,
-)
-from runstore.crashsim.sweep import Method, run_sweep
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import Selector
+from runstore.crashsim.points import every_boundary
+from runstore.crashsim.results import SuiteResult
+from runstore.crashsim.results import SweepResult
+from runstore.crashsim.scenarios import FULL_IN_SUBSET
+from runstore.crashsim.scenarios import OPENING_SCENARIOS
+from runstore.crashsim.scenarios import RECOVER_STEP
+from runstore.crashsim.scenarios import SCENARIOS
+from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.sweep import Method
+from runstore.crashsim.sweep import run_sweep
 
 if TYPE_CHECKING:
     from _typeshed import SupportsRichComparison

@@ -58,17 +58,31 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING
+from typing import Protocol
+from typing import TypeVar
 
 import attrs
-from runstore.crashsim import processes, trials
+from runstore.crashsim import processes
+from runstore.crashsim import trials
 from runstore.crashsim.continuation import Resumption
-from runstore.crashsim.harness import COMPLETED, ModelRun, prepare_fixture, run_traced, warm
-from runstore.crashsim.points import Point, Selector, brief, commit_problem, points_of
-from runstore.crashsim.results import Finding, SweepResult
+from runstore.crashsim.harness import COMPLETED
+from runstore.crashsim.harness import ModelRun
+from runstore.crashsim.harness import prepare_fixture
+from runstore.crashsim.harness import run_traced
+from runstore.crashsim.harness import warm
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import Selector
+from runstore.crashsim.points import brief
+from runstore.crashsim.points import commit_problem
+from runstore.crashsim.points import points_of
+from runstore.crashsim.results import Finding
+from runstore.crashsim.results import SweepResult
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
-from runstore.crashsim.tracer import Entry, describe, read_trace
+from runstore.crashsim.tracer import Entry
+from runstore.crashsim.tracer import describe
+from runstore.crashsim.tracer import read_trace
 from runstore.testing.disk import disk_view
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ only decides whether the table is printed.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from collections.abc import Mapping
 from contextlib import contextmanager
 
 import attrs

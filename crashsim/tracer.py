@@ -32,10 +32,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Container
-from typing import Final, Literal
+from collections.abc import Callable
+from collections.abc import Container
+from typing import Final
+from typing import Literal
 
-from runstore import durable, sql
+from runstore import durable
+from runstore import sql
 
 Entry = list[object]
 Phase = Literal["before", "after"]

@@ -15,7 +15,9 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from typing import Final, Generic, TypeVar
+from typing import Final
+from typing import Generic
+from typing import TypeVar
 
 from runstore.crashsim import processes
 from runstore.crashsim.continuation import Resumption
@@ -23,7 +25,8 @@ from runstore.crashsim.harness import ModelRun
 from runstore.crashsim.points import Point
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
-from runstore.crashsim.verify import Acceptable, verify
+from runstore.crashsim.verify import Acceptable
+from runstore.crashsim.verify import verify
 
 WAITING_PER_JOB: Final = 4
 """How many trials may wait per job before :meth:`Checks.service` blocks on one ending."""

@@ -18,19 +18,24 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
+from collections.abc import Sequence
 
 import attrs
 from runstore import RunStore
 from runstore import model as m
-from runstore.audit.projection import Projection, model_projection, store_projection
-from runstore.crashsim.continuation import Resumption, continue_as_user
+from runstore.audit.projection import Projection
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
+from runstore.crashsim.continuation import Resumption
+from runstore.crashsim.continuation import continue_as_user
 from runstore.crashsim.recovered import recover_in_lockstep
 from runstore.crashsim.timing import Phases
 from runstore.enums import ArtifactKind
 from runstore.errors import RunStoreError
 from runstore.store.probes import PROBE_PREFIX
-from runstore.store.publication import objects, staging
+from runstore.store.publication import objects
+from runstore.store.publication import staging
 from runstore.store.recovery.disk import QUARANTINE_NAME
 from runstore.testing.lockstep import Diverged
 

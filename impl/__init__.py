@@ -22,55 +22,50 @@ or the schema constants (PEP 562).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
-from runstore.enums import (
-    TERMINAL_STATES,
-    ArtifactKind,
-    AttemptState,
-    Completion,
-    ExecutionKind,
-    LeasePurpose,
-    ObservationSlotKind,
-    SlotRole,
-)
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.enums import Completion
+from runstore.enums import ExecutionKind
+from runstore.enums import LeasePurpose
+from runstore.enums import ObservationSlotKind
+from runstore.enums import SlotRole
 from runstore.errors import RunStoreError
 from runstore.identity import run_attempt_id
-from runstore.receipts import (
-    ClaimDisposition,
-    CommittedEvent,
-    ObservationReceipt,
-    OwnedAttempt,
-    PublishedArtifact,
-    PublishedFinalization,
-    TerminalAttempt,
-)
-from runstore.records import (
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    Observation,
-    ObservationSlot,
-    ResolvedRun,
-)
-from runstore.recovery_report import RecoveryReport, RejectedArtifact
-from runstore.requests import (
-    Accepted,
-    Censored,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
-    Reference,
-    Retry,
-    RetryAuthorization,
-    Superseded,
-    TerminalOutcome,
-)
+from runstore.receipts import ClaimDisposition
+from runstore.receipts import CommittedEvent
+from runstore.receipts import ObservationReceipt
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import PublishedArtifact
+from runstore.receipts import PublishedFinalization
+from runstore.receipts import TerminalAttempt
+from runstore.records import ApplicabilityDecision
+from runstore.records import ArtifactRegistration
+from runstore.records import AttemptSlot
+from runstore.records import Observation
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
+from runstore.recovery_report import RecoveryReport
+from runstore.recovery_report import RejectedArtifact
+from runstore.requests import Accepted
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import FirstAttempt
+from runstore.requests import LeaseRequest
+from runstore.requests import Next
+from runstore.requests import Reference
+from runstore.requests import Retry
+from runstore.requests import RetryAuthorization
+from runstore.requests import Superseded
+from runstore.requests import TerminalOutcome
 
 if TYPE_CHECKING:
     from runstore.store import RunStore
-    from runstore.store.schema_sql import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION
+    from runstore.store.schema_sql import RUN_STORE_SCHEMA_SQL
+    from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION
 
 # name -> the module that defines it, imported on first access.
 _LAZY = {

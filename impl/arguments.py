@@ -15,32 +15,33 @@ with :func:`runstore.shapes.references_refusal`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final, Protocol, runtime_checkable
+from typing import Final
+from typing import Protocol
+from typing import runtime_checkable
 
-from runstore.enums import ArtifactKind, AttemptState
-from runstore.errors import InvalidRecordError, RunStoreError
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.errors import InvalidRecordError
+from runstore.errors import RunStoreError
 from runstore.receipts import OwnedAttempt
-from runstore.records import (
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    Observation,
-    ObservationSlot,
-    ResolvedRun,
-)
-from runstore.requests import (
-    Accepted,
-    Censored,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
-    Reference,
-    Retry,
-    Superseded,
-)
+from runstore.records import ApplicabilityDecision
+from runstore.records import ArtifactRegistration
+from runstore.records import AttemptSlot
+from runstore.records import Observation
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
+from runstore.requests import Accepted
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import FirstAttempt
+from runstore.requests import LeaseRequest
+from runstore.requests import Next
+from runstore.requests import Reference
+from runstore.requests import Retry
+from runstore.requests import Superseded
 from runstore.rules import range_refusal
 
 

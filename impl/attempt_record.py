@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from runstore.canonical import JSON
 from runstore.enums import AttemptState
-from runstore.requests import Censored, Failed, TerminalOutcome
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import TerminalOutcome
 
 
 def attempt_document(

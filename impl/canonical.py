@@ -31,7 +31,8 @@ import json
 import re
 from typing import TypeAlias
 
-from runstore.errors import InvalidCanonicalJsonError, OutOfRangeError
+from runstore.errors import InvalidCanonicalJsonError
+from runstore.errors import OutOfRangeError
 
 JSON: TypeAlias = bool | int | str | list["JSON"] | dict[str, "JSON"] | None
 """A canonical JSON value. ``bool`` is a distinct JSON value, never an integer."""

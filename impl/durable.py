@@ -20,7 +20,8 @@ import fcntl
 import os
 import time
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Final
+from typing import Literal
 
 Phase = Literal["before", "after"]
 Observer = Callable[[Phase, str, str], None]

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from runstore.enums import TERMINAL_STATES, AttemptState  # noqa: F401 (the contracts use it)
+from runstore.enums import TERMINAL_STATES  # noqa: F401 (the contracts use it)
+from runstore.enums import AttemptState
 
 S = AttemptState
 

@@ -22,8 +22,11 @@ import hashlib
 import re
 from typing import Final
 
-from runstore.canonical import JSON, MAX_SAFE_INTEGER, encode
-from runstore.errors import InvalidRecordError, OutOfRangeError
+from runstore.canonical import JSON
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import encode
+from runstore.errors import InvalidRecordError
+from runstore.errors import OutOfRangeError
 
 IDENTITY_VERSION: Final = 1
 

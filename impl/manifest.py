@@ -35,15 +35,17 @@ from collections.abc import Iterable
 from typing import Final
 
 import attrs
-from runstore.canonical import JSON, MAX_SAFE_INTEGER, decode_object, encode_built
-from runstore.errors import (
-    ArtifactCorruptError,
-    InvalidRecordError,
-    OutOfRangeError,
-    RunStoreError,
-    UnsafeEntryError,
-)
-from runstore.validation import check_digest, is_control
+from runstore.canonical import JSON
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import decode_object
+from runstore.canonical import encode_built
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import InvalidRecordError
+from runstore.errors import OutOfRangeError
+from runstore.errors import RunStoreError
+from runstore.errors import UnsafeEntryError
+from runstore.validation import check_digest
+from runstore.validation import is_control
 
 MANIFEST_NAME: Final = "manifest.json"
 """The runtime-owned completion manifest at an object's root."""

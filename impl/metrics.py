@@ -19,7 +19,8 @@ import math
 from collections.abc import Iterable
 from typing import Final
 
-from runstore.canonical import JSON, MAX_SAFE_INTEGER
+from runstore.canonical import JSON
+from runstore.canonical import MAX_SAFE_INTEGER
 from runstore.errors import RunStoreError
 from runstore.validation import check_text
 

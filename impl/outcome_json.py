@@ -17,20 +17,24 @@ compared as UTF-8 bytes (which is code point order).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import Final
 
 import attrs
-from runstore.canonical import JSON, decode_object, encode_built, ns_from_json, ns_to_json
+from runstore.canonical import JSON
+from runstore.canonical import decode_object
+from runstore.canonical import encode_built
+from runstore.canonical import ns_from_json
+from runstore.canonical import ns_to_json
 from runstore.errors import InvalidRecordError
-from runstore.requests import (
-    Accepted,
-    Censored,
-    Failed,
-    Reference,
-    Superseded,
-    TerminalOutcome,
-)
+from runstore.requests import Accepted
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import Reference
+from runstore.requests import Superseded
+from runstore.requests import TerminalOutcome
 
 RUN_STORE_VERSION: Final = 1
 """``run_store_version`` of every outcome document this module writes."""

@@ -26,7 +26,9 @@ from typing import Final
 
 from runstore.canonical import JSON
 from runstore.enums import AttemptState
-from runstore.requests import Censored, Failed, TerminalOutcome
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import TerminalOutcome
 
 ATTEMPT_RESERVED: Final = "attempt_reserved"
 ATTEMPT_TRANSITION: Final = "attempt_transition"

@@ -16,13 +16,26 @@ ids, saying only whether it holds a claim.
 from __future__ import annotations
 
 import attrs
-from runstore.canonical import JSON, ns_to_json
-from runstore.enums import TERMINAL_STATES, AttemptState
-from runstore.errors import IdentityMismatchError, InvalidRecordError, OutOfRangeError
-from runstore.identity import ATTEMPT, ATTEMPT_SLOT, check_index, check_typed_id, run_attempt_id
+from runstore.canonical import JSON
+from runstore.canonical import ns_to_json
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
+from runstore.errors import IdentityMismatchError
+from runstore.errors import InvalidRecordError
+from runstore.errors import OutOfRangeError
+from runstore.identity import ATTEMPT
+from runstore.identity import ATTEMPT_SLOT
+from runstore.identity import check_index
+from runstore.identity import check_typed_id
+from runstore.identity import run_attempt_id
 from runstore.records import ArtifactRegistration
 from runstore.requests import LeaseRequest
-from runstore.validation import boolean, index, member, ns, optional_text, text
+from runstore.validation import boolean
+from runstore.validation import index
+from runstore.validation import member
+from runstore.validation import ns
+from runstore.validation import optional_text
+from runstore.validation import text
 
 
 def _check_attempt_binding(attempt_id: str, slot_id: str, retry_index: int) -> None:

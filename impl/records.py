@@ -22,39 +22,41 @@ from __future__ import annotations
 
 import abc
 import enum
-from typing import Any, ClassVar, Self, cast
+from typing import Any
+from typing import ClassVar
+from typing import Self
+from typing import cast
 
 import attrs
 from attrs import AttrsInstance
-from runstore.canonical import JSON, decode_object, decode_trusted_object, encode, ns_from_json
-from runstore.enums import (
-    ArtifactKind,
-    Completion,
-    ExecutionKind,
-    ObservationSlotKind,
-    SlotRole,
-)
-from runstore.errors import IdentityMismatchError, InvalidRecordError
-from runstore.identity import (
-    ATTEMPT,
-    ATTEMPT_SLOT,
-    DECISION,
-    OBSERVATION,
-    OBSERVATION_SLOT,
-    RUN,
-    check_index,
-    typed_identity,
-)
-from runstore.validation import (
-    boolean,
-    canonical_object_bytes,
-    check_digest,
-    check_store_path,
-    member,
-    ns,
-    text,
-    typed_id,
-)
+from runstore.canonical import JSON
+from runstore.canonical import decode_object
+from runstore.canonical import decode_trusted_object
+from runstore.canonical import encode
+from runstore.canonical import ns_from_json
+from runstore.enums import ArtifactKind
+from runstore.enums import Completion
+from runstore.enums import ExecutionKind
+from runstore.enums import ObservationSlotKind
+from runstore.enums import SlotRole
+from runstore.errors import IdentityMismatchError
+from runstore.errors import InvalidRecordError
+from runstore.identity import ATTEMPT
+from runstore.identity import ATTEMPT_SLOT
+from runstore.identity import DECISION
+from runstore.identity import OBSERVATION
+from runstore.identity import OBSERVATION_SLOT
+from runstore.identity import RUN
+from runstore.identity import check_index
+from runstore.identity import typed_identity
+from runstore.validation import boolean
+from runstore.validation import canonical_object_bytes
+from runstore.validation import check_digest
+from runstore.validation import check_store_path
+from runstore.validation import member
+from runstore.validation import ns
+from runstore.validation import text
+from runstore.validation import typed_id
 
 __all__ = [
     "ApplicabilityDecision",

@@ -8,21 +8,24 @@ hands back (the ``OwnedAttempt`` guard and the receipts) lives in :mod:`runstore
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final, TypeAlias
+from typing import Any
+from typing import ClassVar
+from typing import Final
+from typing import TypeAlias
 
 import attrs
-from runstore.canonical import JSON, decode_trusted_object
-from runstore.enums import TERMINAL_STATES, AttemptState
+from runstore.canonical import JSON
+from runstore.canonical import decode_trusted_object
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
 from runstore.errors import InvalidRecordError
-from runstore.validation import (
-    MAX_REASON_LENGTH,
-    boolean,
-    canonical_object_bytes,
-    check_text,
-    index,
-    ns,
-    text,
-)
+from runstore.validation import MAX_REASON_LENGTH
+from runstore.validation import boolean
+from runstore.validation import canonical_object_bytes
+from runstore.validation import check_text
+from runstore.validation import index
+from runstore.validation import ns
+from runstore.validation import text
 
 
 @attrs.frozen(kw_only=True)

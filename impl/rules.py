@@ -16,21 +16,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from runstore.canonical import MAX_NS, MAX_SAFE_INTEGER
-from runstore.errors import (
-    ClaimRequiredError,
-    ExpiryNotAfterNowError,
-    InvalidRecordError,
-    LeaseExpiredError,
-    LeaseReleasedError,
-    OutcomeNotPermittedError,
-    OutOfRangeError,
-    RenewalShortensError,
-    RetryBoundExceededError,
-    RetryNotAuthorizedError,
-    RunStoreError,
-)
-from runstore.requests import FirstAttempt, Next, Retry
+from runstore.canonical import MAX_NS
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.errors import ClaimRequiredError
+from runstore.errors import ExpiryNotAfterNowError
+from runstore.errors import InvalidRecordError
+from runstore.errors import LeaseExpiredError
+from runstore.errors import LeaseReleasedError
+from runstore.errors import OutcomeNotPermittedError
+from runstore.errors import OutOfRangeError
+from runstore.errors import RenewalShortensError
+from runstore.errors import RetryBoundExceededError
+from runstore.errors import RetryNotAuthorizedError
+from runstore.errors import RunStoreError
+from runstore.requests import FirstAttempt
+from runstore.requests import Next
+from runstore.requests import Retry
 
 MAX_INDEX: Final = MAX_SAFE_INTEGER
 """Largest retry index or revision (the canonical JSON integer range)."""

@@ -12,9 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runstore.enums import ExecutionKind, ObservationSlotKind, SlotRole
-from runstore.errors import InvalidRecordError, ObservationSlotMismatchError, RunStoreError
-from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
+from runstore.enums import ExecutionKind
+from runstore.enums import ObservationSlotKind
+from runstore.enums import SlotRole
+from runstore.errors import InvalidRecordError
+from runstore.errors import ObservationSlotMismatchError
+from runstore.errors import RunStoreError
+from runstore.records import ApplicabilityDecision
+from runstore.records import AttemptSlot
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
 from runstore.requests import Reference
 
 

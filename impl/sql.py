@@ -10,11 +10,17 @@ observer is test-only. Connections are opened here, with autocommit handled by h
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from contextlib import contextmanager
-from typing import Any, Final, Literal
+from typing import Any
+from typing import Final
+from typing import Literal
 
-from runstore.errors import BusyError, ConnectionSettingsError, DatabaseError
+from runstore.errors import BusyError
+from runstore.errors import ConnectionSettingsError
+from runstore.errors import DatabaseError
 
 Phase = Literal["before", "after"]
 Observer = Callable[[Phase, str], None]

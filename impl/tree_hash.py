@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Final, Literal
+from typing import Final
+from typing import Literal
 
 import attrs
-from runstore.errors import ArtifactCorruptError, InvalidRecordError
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import InvalidRecordError
 
 DOMAIN: Final = b"metewand-local-tree\x00"
 """The transcript's domain-separation prefix."""

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Any, Final, TypeVar
+from typing import Any
+from typing import Final
+from typing import TypeVar
 
 import attrs
-from runstore.canonical import JSON, MAX_NS, decode_object, encode
-from runstore.errors import InvalidRecordError, OutOfRangeError
-from runstore.identity import check_index, check_typed_id
+from runstore.canonical import JSON
+from runstore.canonical import MAX_NS
+from runstore.canonical import decode_object
+from runstore.canonical import encode
+from runstore.errors import InvalidRecordError
+from runstore.errors import OutOfRangeError
+from runstore.identity import check_index
+from runstore.identity import check_typed_id
 
 _E = TypeVar("_E", bound=enum.Enum)
 

@@ -24,20 +24,28 @@ changes of each operation, which the lockstep tests compare with the writer's SQ
 from __future__ import annotations
 
 from runstore import errors
-from runstore.model.attempts import advance, reserve
-from runstore.model.disk import DiskObject, DiskView
-from runstore.model.finalization import acceptance_refusal, begin_finalization, commit_finalization
+from runstore.model.attempts import advance
+from runstore.model.attempts import reserve
+from runstore.model.disk import DiskObject
+from runstore.model.disk import DiskView
+from runstore.model.finalization import acceptance_refusal
+from runstore.model.finalization import begin_finalization
+from runstore.model.finalization import commit_finalization
 from runstore.model.leases import renew
 from runstore.model.observations import register_observation
-from runstore.model.publication import (
-    begin_staging,
-    check_finalization,
-    publish_finalization_commit,
-    publish_staged_artifact,
-)
-from runstore.model.recovery import Recoverable, recover, recoverable
-from runstore.model.registration import register_one_shot, register_slots
-from runstore.model.state import LeaseRow, ModelState, Refusal, refused
+from runstore.model.publication import begin_staging
+from runstore.model.publication import check_finalization
+from runstore.model.publication import publish_finalization_commit
+from runstore.model.publication import publish_staged_artifact
+from runstore.model.recovery import Recoverable
+from runstore.model.recovery import recover
+from runstore.model.recovery import recoverable
+from runstore.model.registration import register_one_shot
+from runstore.model.registration import register_slots
+from runstore.model.state import LeaseRow
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.model.state import refused
 from runstore.requests import INTERRUPTED_ATTEMPT
 
 MODEL_REFUSAL_CODES: frozenset[str] = frozenset(

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import attrs
 from runstore.errors import RegistrationConflictError
-from runstore.model.state import ModelState, Refusal, put, refuse
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.model.state import put
+from runstore.model.state import refuse
 from runstore.records import ArtifactRegistration
 
 

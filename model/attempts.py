@@ -12,21 +12,34 @@ order their docstrings give.
 from __future__ import annotations
 
 import attrs
-from runstore import arguments, edges, payloads, rules
+from runstore import arguments
+from runstore import edges
+from runstore import payloads
+from runstore import rules
 from runstore.canonical import JSON
-from runstore.enums import TERMINAL_STATES, AttemptState, LeasePurpose
-from runstore.errors import (
-    DuplicateLeaseError,
-    IllegalTransitionError,
-    SlotSatisfiedError,
-    UnknownSlotError,
-)
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
+from runstore.enums import LeasePurpose
+from runstore.errors import DuplicateLeaseError
+from runstore.errors import IllegalTransitionError
+from runstore.errors import SlotSatisfiedError
+from runstore.errors import UnknownSlotError
 from runstore.identity import run_attempt_id
 from runstore.model import events
 from runstore.model.guard import check_guard
-from runstore.model.state import AttemptRow, LeaseRow, ModelState, Refusal, put, refuse, refused
+from runstore.model.state import AttemptRow
+from runstore.model.state import LeaseRow
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.model.state import put
+from runstore.model.state import refuse
+from runstore.model.state import refused
 from runstore.receipts import OwnedAttempt
-from runstore.requests import Censored, Failed, LeaseRequest, RetryAuthorization, TerminalOutcome
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import LeaseRequest
+from runstore.requests import RetryAuthorization
+from runstore.requests import TerminalOutcome
 
 
 def reserve(

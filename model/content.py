@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
+from collections.abc import Mapping
 from typing import TypeAlias
 
 import attrs
-from runstore.canonical import JSON, decode, encode
-from runstore.errors import (
-    ArtifactCorruptError,
-    InvalidRecordError,
-    OutOfRangeError,
-    RunStoreError,
-    UnsafeEntryError,
-)
-from runstore.model.state import Refusal, refuse
+from runstore.canonical import JSON
+from runstore.canonical import decode
+from runstore.canonical import encode
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import InvalidRecordError
+from runstore.errors import OutOfRangeError
+from runstore.errors import RunStoreError
+from runstore.errors import UnsafeEntryError
+from runstore.model.state import Refusal
+from runstore.model.state import refuse
 
 
 @attrs.frozen

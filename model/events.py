@@ -13,7 +13,9 @@ from __future__ import annotations
 import attrs
 from runstore.canonical import JSON
 from runstore.enums import AttemptState
-from runstore.model.state import EventRow, ModelState, TransitionRow
+from runstore.model.state import EventRow
+from runstore.model.state import ModelState
+from runstore.model.state import TransitionRow
 
 
 def append_history(

@@ -13,41 +13,44 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
-from runstore import arguments, edges, payloads, rules
-from runstore.enums import (
-    ArtifactKind,
-    AttemptState,
-    Completion,
-    ExecutionKind,
-    LeasePurpose,
-    SlotRole,
-)
-from runstore.errors import (
-    AcceptanceUnsatisfiedError,
-    DuplicateLeaseError,
-    IllegalTransitionError,
-    InvalidRecordError,
-    OwnerMismatchError,
-    RegistrationConflictError,
-    UnknownArtifactError,
-)
+from runstore import arguments
+from runstore import edges
+from runstore import payloads
+from runstore import rules
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.enums import Completion
+from runstore.enums import ExecutionKind
+from runstore.enums import LeasePurpose
+from runstore.enums import SlotRole
+from runstore.errors import AcceptanceUnsatisfiedError
+from runstore.errors import DuplicateLeaseError
+from runstore.errors import IllegalTransitionError
+from runstore.errors import InvalidRecordError
+from runstore.errors import OwnerMismatchError
+from runstore.errors import RegistrationConflictError
+from runstore.errors import UnknownArtifactError
 from runstore.model.artifacts import with_artifact
 from runstore.model.attempts import transition
 from runstore.model.guard import check_guard
-from runstore.model.state import (
-    AttemptRow,
-    ClaimRow,
-    LeaseRow,
-    ModelState,
-    Refusal,
-    drop,
-    put,
-    refuse,
-    refused,
-)
-from runstore.receipts import ClaimDisposition, OwnedAttempt, TerminalAttempt
+from runstore.model.state import AttemptRow
+from runstore.model.state import ClaimRow
+from runstore.model.state import LeaseRow
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.model.state import drop
+from runstore.model.state import put
+from runstore.model.state import refuse
+from runstore.model.state import refused
+from runstore.receipts import ClaimDisposition
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Accepted, LeaseRequest, Reference, Superseded, TerminalOutcome
+from runstore.requests import Accepted
+from runstore.requests import LeaseRequest
+from runstore.requests import Reference
+from runstore.requests import Superseded
+from runstore.requests import TerminalOutcome
 from runstore.shapes import references_refusal
 
 

@@ -39,24 +39,20 @@ from collections.abc import Iterable
 import attrs
 from runstore import rules
 from runstore.enums import TERMINAL_STATES
-from runstore.errors import (
-    AttemptTerminalError,
-    ClaimExpiredError,
-    LeaseMismatchError,
-    LeaseReleasedError,
-    OwnerMismatchError,
-    StaleRevisionError,
-    UnknownSlotError,
-)
-from runstore.model.state import (
-    AttemptRow,
-    ClaimRow,
-    LeaseRow,
-    ModelState,
-    Refusal,
-    refuse,
-    refused,
-)
+from runstore.errors import AttemptTerminalError
+from runstore.errors import ClaimExpiredError
+from runstore.errors import LeaseMismatchError
+from runstore.errors import LeaseReleasedError
+from runstore.errors import OwnerMismatchError
+from runstore.errors import StaleRevisionError
+from runstore.errors import UnknownSlotError
+from runstore.model.state import AttemptRow
+from runstore.model.state import ClaimRow
+from runstore.model.state import LeaseRow
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.model.state import refuse
+from runstore.model.state import refused
 from runstore.receipts import OwnedAttempt
 
 

@@ -9,10 +9,14 @@ the model's own. Leases are never deleted or reactivated.
 from __future__ import annotations
 
 import attrs
-from runstore import arguments, rules
+from runstore import arguments
+from runstore import rules
 from runstore.enums import LeasePurpose
 from runstore.model.guard import check_guard
-from runstore.model.state import ModelState, Refusal, put, refused
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.model.state import put
+from runstore.model.state import refused
 from runstore.receipts import OwnedAttempt
 
 

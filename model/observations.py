@@ -12,30 +12,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
-from runstore import arguments, payloads
+from runstore import arguments
+from runstore import payloads
 from runstore.enums import ArtifactKind
-from runstore.errors import (
-    ClaimRequiredError,
-    InvalidRecordError,
-    ObservationSlotMismatchError,
-    RegistrationConflictError,
-    UnknownArtifactError,
-    UnknownSlotError,
-)
+from runstore.errors import ClaimRequiredError
+from runstore.errors import InvalidRecordError
+from runstore.errors import ObservationSlotMismatchError
+from runstore.errors import RegistrationConflictError
+from runstore.errors import UnknownArtifactError
+from runstore.errors import UnknownSlotError
 from runstore.model.artifacts import with_artifact
 from runstore.model.events import append_event
 from runstore.model.guard import check_guard
-from runstore.model.state import (
-    ModelState,
-    ObservationRow,
-    Refusal,
-    SelectionRow,
-    put,
-    refuse,
-    refused,
-)
-from runstore.receipts import ObservationReceipt, OwnedAttempt
-from runstore.records import ArtifactRegistration, Observation
+from runstore.model.state import ModelState
+from runstore.model.state import ObservationRow
+from runstore.model.state import Refusal
+from runstore.model.state import SelectionRow
+from runstore.model.state import put
+from runstore.model.state import refuse
+from runstore.model.state import refused
+from runstore.receipts import ObservationReceipt
+from runstore.receipts import OwnedAttempt
+from runstore.records import ArtifactRegistration
+from runstore.records import Observation
 from runstore.requests import Reference
 from runstore.shapes import references_refusal
 

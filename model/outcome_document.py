@@ -13,13 +13,20 @@ The caller has already checked the attempt and the references; a missing row is 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from collections.abc import Sequence
 
 from runstore import outcome_json
 from runstore.canonical import JSON
-from runstore.enums import TERMINAL_STATES, AttemptState
-from runstore.model.state import AttemptRow, ModelState, ObservationRow
-from runstore.requests import Accepted, Censored, Reference, TerminalOutcome
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
+from runstore.model.state import AttemptRow
+from runstore.model.state import ModelState
+from runstore.model.state import ObservationRow
+from runstore.requests import Accepted
+from runstore.requests import Censored
+from runstore.requests import Reference
+from runstore.requests import TerminalOutcome
 
 
 def _attempt(state: ModelState, attempt_id: str) -> tuple[AttemptRow, int]:

@@ -13,24 +13,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
-from runstore import arguments, rules
+from runstore import arguments
+from runstore import rules
 from runstore.canonical import JSON
-from runstore.enums import ArtifactKind, LeasePurpose
-from runstore.errors import (
-    DuplicateLeaseError,
-    InvalidRecordError,
-    LeaseMismatchError,
-    SnapshotChangedError,
-    UnknownArtifactError,
-)
+from runstore.enums import ArtifactKind
+from runstore.enums import LeasePurpose
+from runstore.errors import DuplicateLeaseError
+from runstore.errors import InvalidRecordError
+from runstore.errors import LeaseMismatchError
+from runstore.errors import SnapshotChangedError
+from runstore.errors import UnknownArtifactError
 from runstore.model import outcome_document
 from runstore.model.artifacts import with_artifact
-from runstore.model.finalization import check_commit, finish, finishing_refusal
+from runstore.model.finalization import check_commit
+from runstore.model.finalization import finish
+from runstore.model.finalization import finishing_refusal
 from runstore.model.guard import check_guard
-from runstore.model.state import LeaseRow, ModelState, Refusal, put, refuse, refused
-from runstore.receipts import OwnedAttempt, TerminalAttempt
+from runstore.model.state import LeaseRow
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.model.state import put
+from runstore.model.state import refuse
+from runstore.model.state import refused
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Reference, TerminalOutcome
+from runstore.requests import Reference
+from runstore.requests import TerminalOutcome
 from runstore.shapes import references_refusal
 from runstore.validation import check_store_path
 

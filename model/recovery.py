@@ -12,26 +12,43 @@ The store's counterpart is :mod:`runstore.store.recovery.recover`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 
 import attrs
-from runstore import arguments, payloads, rules
+from runstore import arguments
+from runstore import payloads
 from runstore import recovery_report as codes
-from runstore.enums import TERMINAL_STATES, ArtifactKind, AttemptState, LeasePurpose
+from runstore import rules
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.enums import LeasePurpose
 from runstore.errors import RunStoreError
 from runstore.model import content
 from runstore.model.artifacts import with_artifact
 from runstore.model.attempts import transition
-from runstore.model.disk import DiskObject, DiskView, object_id
+from runstore.model.disk import DiskObject
+from runstore.model.disk import DiskView
+from runstore.model.disk import object_id
 from runstore.model.finalization import finish
 from runstore.model.outcome_document import outcome_document
-from runstore.model.recovery_checks import cause_at, leased_roots, rejection
-from runstore.model.state import LeaseRow, ModelState, Refusal, put, refused
-from runstore.outcome_json import OutcomeClaim, read_outcome
+from runstore.model.recovery_checks import cause_at
+from runstore.model.recovery_checks import leased_roots
+from runstore.model.recovery_checks import rejection
+from runstore.model.state import LeaseRow
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.model.state import put
+from runstore.model.state import refused
+from runstore.outcome_json import OutcomeClaim
+from runstore.outcome_json import read_outcome
 from runstore.receipts import TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.recovery_report import RecoveryReport, RejectedArtifact
-from runstore.requests import interrupted_claims, interrupted_outcome
+from runstore.recovery_report import RecoveryReport
+from runstore.recovery_report import RejectedArtifact
+from runstore.requests import interrupted_claims
+from runstore.requests import interrupted_outcome
 from runstore.shapes import references_refusal
 
 OUTCOME_FILE = "outcome.json"

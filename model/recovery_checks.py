@@ -18,18 +18,19 @@ from typing import TypeAlias
 from runstore import recovery_report as codes
 from runstore import rules
 from runstore.enums import AttemptState
-from runstore.model.finalization import acceptance_refusal, finalizing_decision
+from runstore.model.finalization import acceptance_refusal
+from runstore.model.finalization import finalizing_decision
 from runstore.model.outcome_document import outcome_document
-from runstore.model.state import AttemptRow, LeaseRow, ModelState
+from runstore.model.state import AttemptRow
+from runstore.model.state import LeaseRow
+from runstore.model.state import ModelState
 from runstore.outcome_json import OutcomeClaim
-from runstore.requests import (
-    LEASED_ROOT_ROLE,
-    Accepted,
-    Censored,
-    Reference,
-    Superseded,
-    interrupted_claims,
-)
+from runstore.requests import LEASED_ROOT_ROLE
+from runstore.requests import Accepted
+from runstore.requests import Censored
+from runstore.requests import Reference
+from runstore.requests import Superseded
+from runstore.requests import interrupted_claims
 
 Rejection: TypeAlias = tuple[str, str]
 """``(code, message)``: the first check a candidate failed."""

@@ -7,14 +7,23 @@ identical records again changes nothing and succeeds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from collections.abc import Sequence
 
 import attrs
 from runstore import arguments
 from runstore.errors import RegistrationConflictError
-from runstore.model.state import ModelState, Refusal, put, refuse, refused
-from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
-from runstore.shapes import one_shot_refusal, registration_refusal
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.model.state import put
+from runstore.model.state import refuse
+from runstore.model.state import refused
+from runstore.records import ApplicabilityDecision
+from runstore.records import AttemptSlot
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
+from runstore.shapes import one_shot_refusal
+from runstore.shapes import registration_refusal
 
 
 def register_one_shot(

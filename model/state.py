@@ -16,16 +16,15 @@ from typing import TypeVar
 import attrs
 from runstore.attempt_record import attempt_document
 from runstore.canonical import JSON
-from runstore.enums import AttemptState, LeasePurpose
+from runstore.enums import AttemptState
+from runstore.enums import LeasePurpose
 from runstore.errors import RunStoreError
-from runstore.records import (
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    Observation,
-    ObservationSlot,
-    ResolvedRun,
-)
+from runstore.records import ApplicabilityDecision
+from runstore.records import ArtifactRegistration
+from runstore.records import AttemptSlot
+from runstore.records import Observation
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
 from runstore.requests import TerminalOutcome
 
 K = TypeVar("K")

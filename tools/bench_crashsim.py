@@ -28,7 +28,10 @@ import subprocess
 import sys
 
 from runstore.crashsim.scenarios import SCENARIOS
-from runstore.crashsim.suite import METHODS, default_directory, default_jobs, steps_only
+from runstore.crashsim.suite import METHODS
+from runstore.crashsim.suite import default_directory
+from runstore.crashsim.suite import default_jobs
+from runstore.crashsim.suite import steps_only
 from runstore.crashsim.sweep import run_sweep
 
 DEFAULT_SCENARIOS = ("commit_accepted", "publish_finalization_accepted", "recover_expired_claim")

@@ -60,18 +60,29 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
+from collections.abc import Callable
+from collections.abc import Collection
+from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ParamSpec
+from typing import TypeVar
 
 from runstore.canonical import JSON
 from runstore.runner import attempt
 from runstore.runner.campaign import Campaign
 from runstore.runner.campaign_file import load_campaign
-from runstore.runner.coordinator import RunOptions, RunSummary, run_campaign
-from runstore.runner.executor import Executor, WorkHandle, WorkOrder, WorkResult
+from runstore.runner.coordinator import RunOptions
+from runstore.runner.coordinator import RunSummary
+from runstore.runner.coordinator import run_campaign
+from runstore.runner.executor import Executor
+from runstore.runner.executor import WorkHandle
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
 from runstore.store import RunStore
-from runstore.store.store_root import DATABASE_NAME, create_root
+from runstore.store.store_root import DATABASE_NAME
+from runstore.store.store_root import create_root
 
 KINDS = ("local", "dask")
 LEASE_SECONDS = 30

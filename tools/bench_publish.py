@@ -65,10 +65,14 @@ import tempfile
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from runstore import ArtifactKind, AttemptState, FirstAttempt, RunStore
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import FirstAttempt
+from runstore import RunStore
 from runstore.receipts import OwnedAttempt
 from runstore.store.publication.objects import CHUNK
 from runstore.testing import fixtures as fx

@@ -60,12 +60,10 @@ TOOLS = Path(__file__).resolve().parent
 if str(TOOLS) not in sys.path:
     sys.path.insert(0, str(TOOLS))  # tools/ is not a package: the fixtures' builder lives here
 
-from bench_recover_history import (  # noqa: E402
-    EXPIRED,
-    RECOVER_AT_NS,
-    add_expired_work,
-    build_history,
-)
+from bench_recover_history import EXPIRED  # noqa: E402
+from bench_recover_history import RECOVER_AT_NS  # noqa: E402
+from bench_recover_history import add_expired_work  # noqa: E402
+from bench_recover_history import build_history  # noqa: E402
 
 # --- measuring ------------------------------------------------------------------------------
 

@@ -33,17 +33,37 @@ import hashlib
 import itertools
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
-from runstore import ArtifactKind, AttemptState, FirstAttempt, RunStore, canonical, durable, sql
-from runstore.manifest import MANIFEST_NAME, ManifestFile, manifest_bytes, manifest_sha256
-from runstore.receipts import CommittedEvent, OwnedAttempt
-from runstore.requests import Failed, Next
-from runstore.store import attempts, registration
-from runstore.store.publication import objects, outcome_document, publish, publish_tx, staging
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import FirstAttempt
+from runstore import RunStore
+from runstore import canonical
+from runstore import durable
+from runstore import sql
+from runstore.manifest import MANIFEST_NAME
+from runstore.manifest import ManifestFile
+from runstore.manifest import manifest_bytes
+from runstore.manifest import manifest_sha256
+from runstore.receipts import CommittedEvent
+from runstore.receipts import OwnedAttempt
+from runstore.requests import Failed
+from runstore.requests import Next
+from runstore.store import attempts
+from runstore.store import registration
+from runstore.store.publication import objects
+from runstore.store.publication import outcome_document
+from runstore.store.publication import publish
+from runstore.store.publication import publish_tx
+from runstore.store.publication import staging
 from runstore.store.recovery import disk as recovery_disk
 from runstore.testing import fixtures as fx
 from runstore.tree_hash import TreeHasher

@@ -15,7 +15,8 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from runstore import durable, sql
+from runstore import durable
+from runstore import sql
 
 
 def _median_ns(function: Callable[[], object], repeat: int, rounds: int = 7) -> float:

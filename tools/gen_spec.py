@@ -18,13 +18,16 @@ files.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 
 import attrs
 import typer
 from runstore import edges
 from runstore.cli.app import app as runstore_app
-from typer.core import TyperArgument, TyperGroup, TyperOption
+from typer.core import TyperArgument
+from typer.core import TyperGroup
+from typer.core import TyperOption
 
 
 @attrs.frozen

@@ -22,7 +22,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runstore import durable, sql
+from runstore import durable
+from runstore import sql
 from runstore.store import store_root
 
 TRACED_REPLAYS = 5

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any
+from typing import Generic
+from typing import Protocol
+from typing import TypeVar
 
 IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 """Entry and family names (pytest ids, ``--only`` arguments)."""

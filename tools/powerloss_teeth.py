@@ -37,7 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from package_map import copy_package, installed_path
+from package_map import copy_package
+from package_map import installed_path
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,8 @@
 running one-shot measurement slots to ``Accepted``, written straight into the database.
 
 Rules of this file: the benchmarks' kit (``tools/bench_inspect.py``,
-``tools/bench_lifecycle.py``), outside the package. The store is made by
+``tools/bench_lifecycle.py``), outside the package; the slots and their documents are
+``tools/synth_plan.py``'s. The store is made by
 :meth:`runstore.RunStore.open`, then filled through one :func:`runstore.sql.connect` connection (the
 triggers police each row) in ``executemany`` transactions, unsynced until one ``os.sync()``. No byte
 is decided here: records, ids, attempt records, payloads and outcome documents come from the value
@@ -18,31 +19,63 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
 import random
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 import attrs
-from runstore import canonical, enums, outcome_json, payloads, records, sql
+from runstore import canonical
+from runstore import outcome_json
+from runstore import payloads
+from runstore import records
+from runstore import sql
 from runstore.attempt_record import attempt_document
 from runstore.canonical import JSON
-from runstore.enums import ArtifactKind, AttemptState, Completion, LeasePurpose
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.enums import Completion
+from runstore.enums import LeasePurpose
 from runstore.identity import run_attempt_id
-from runstore.manifest import MANIFEST_NAME, OUTCOME_NAME, ManifestFile, manifest_bytes
-from runstore.requests import Accepted, Failed, TerminalOutcome
-from runstore.store import RunStore, store_root
-from runstore.store.publication import objects, staging
+from runstore.manifest import MANIFEST_NAME
+from runstore.manifest import OUTCOME_NAME
+from runstore.manifest import ManifestFile
+from runstore.manifest import manifest_bytes
+from runstore.requests import Accepted
+from runstore.requests import Failed
+from runstore.requests import TerminalOutcome
+from runstore.store import RunStore
+from runstore.store import store_root
+from runstore.store.publication import objects
+from runstore.store.publication import staging
 from runstore.testing.fixtures import EXECUTION_PATH
-from runstore.tree_hash import Entry, tree_sha256
+from runstore.tree_hash import Entry
+from runstore.tree_hash import tree_sha256
+from synth_plan import CAMPAIGN
+from synth_plan import RETRY_EVERY
+from synth_plan import Document
+from synth_plan import SlotPlan
+from synth_plan import attempt_files
+from synth_plan import slot_documents
+from synth_plan import slot_plans
+from synth_plan import worker_result
 
-CAMPAIGN: Final = "synth"
-PROBLEMS: Final = 100
-RETRY_EVERY: Final = 10
+__all__ = [
+    "CAMPAIGN",
+    "LEASE_NS",
+    "RETRY_EVERY",
+    "SlotPlan",
+    "SynthSummary",
+    "slot_plans",
+    "synthesize",
+    "worker_result",
+]
+
 START_NS: Final = 1_700_000_000 * 10**9  # the clock's first reading is START_NS + TICK_NS
 TICK_NS: Final = 1_000
 LEASE_NS: Final = 30 * 10**9  # requested and never renewed (an attempt takes microseconds)
@@ -52,7 +85,6 @@ _DISK_THREADS: Final = 2
 _CACHE_KIB: Final = 1 << 20  # 1 GiB of page cache: keys are digests, inserts land anywhere
 
 Row = tuple[object, ...]
-Document = dict[str, JSON]
 Slot = tuple[Document, ...]
 """A slot's ``record_json`` documents (:func:`slot_documents`)."""
 _End = tuple[TerminalOutcome, str]  # a terminal edge's outcome and final artifact id
@@ -70,77 +102,6 @@ class SynthSummary:
     artifacts: int
     events: int
     seconds: float
-
-
-@attrs.frozen
-class SlotPlan:
-    """Slot ``index``: its candidate and problem, and whether its first attempt fails."""
-
-    index: int
-    candidate: str
-    problem: str
-    failed_first: bool
-
-
-def slot_plans(attempts: int) -> list[SlotPlan]:
-    """The slots holding exactly ``attempts`` attempts (ValueError unless a positive int):
-    every :data:`RETRY_EVERY`-th slot has two while two remain, every other slot one."""
-    if type(attempts) is not int or attempts < 1:
-        raise ValueError(f"attempts must be a positive int, not {attempts!r}")
-    flags: list[bool] = []
-    while attempts > 0:
-        flags.append(len(flags) % RETRY_EVERY == 0 and attempts >= 2)
-        attempts -= 1 + flags[-1]
-    width = min(len(flags), PROBLEMS)
-    names = [(f"c{i // width:05d}", f"p{i % width:03d}") for i in range(len(flags))]
-    return [SlotPlan(i, *names[i], failed) for i, failed in enumerate(flags)]
-
-
-def worker_result(index: int) -> tuple[bytes, Document]:
-    """The ``result.json`` slot ``index``'s worker writes (distinct per slot), and the result
-    the runner reads from it (each metric a decimal string: int digits, a float's repr)."""
-    seconds = 0.5 + index / 1000
-    document = json.dumps({"metrics": {"score": index, "seconds": seconds}}).encode()
-    return document, {"metrics": {"score": str(index), "seconds": repr(seconds)}}
-
-
-def attempt_files(exit_code: int) -> dict[str, bytes]:
-    """The attempt artifact's files (``outcome.json`` aside) of a worker that printed
-    ``out``/``err``, took 5 ms and exited with ``exit_code``."""
-    worker: Document = {"detail": "", "duration_ns": "5000000", "exit_code": exit_code}
-    worker |= {"status": "exited", "stderr_truncated": False, "stdout_truncated": False}
-    return {"stderr.log": b"err\n", "stdout.log": b"out\n", "worker.json": canonical.encode(worker)}
-
-
-def slot_documents(plan: SlotPlan) -> tuple[Document, Document, Document, Document]:
-    """The ``record_json`` documents of the records ``runstore.runner.plan`` makes for the
-    slot's pair (no input files): decision, run, measurement slot, result slot."""
-    candidate, problem = f"{CAMPAIGN}/{plan.candidate}", f"{CAMPAIGN}/{plan.problem}"
-    evidence: Document = {"rule": "every_problem"}
-    decision = records.ApplicabilityDecision(
-        candidate_id=candidate, problem_id=problem, applicable=True, evidence=evidence
-    ).to_json()
-    spec: Document = {"candidate": plan.candidate, "env": {"SEED": "1"}, "files": {}}
-    spec["command"] = ["{python}", "worker.py", plan.candidate]
-    spec["parameters"] = {"problem": plan.problem, "size": 10}
-    spec["problem"], spec_id = plan.problem, f"{candidate}/{plan.problem}"
-    decision_id = str(decision["id"])
-    run = records.ResolvedRun(
-        decision_id=decision_id, candidate_id=candidate, logical_spec_id=spec_id, specification=spec
-    ).to_json()
-    kind, role, run_id = enums.ExecutionKind.ONE_SHOT, enums.SlotRole.MEASUREMENT, str(run["id"])
-    slot = records.AttemptSlot(
-        run_id=run_id, logical_slot="measurement", specification={}, execution_kind=kind, role=role
-    ).to_json()
-    result, slot_id = enums.ObservationSlotKind.RESULT, str(slot["id"])
-    observed = records.ObservationSlot(
-        run_id=run_id,
-        logical_slot="result",
-        checkpoint_index=None,
-        kind=result,
-        attempt_slot_id=slot_id,
-    ).to_json()
-    return decision, run, slot, observed
 
 
 def _text(document: JSON) -> str:

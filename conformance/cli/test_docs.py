@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 import typer
 from runstore.cli.app import app
-from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+from typer.core import TyperArgument
+from typer.core import TyperCommand
+from typer.core import TyperGroup
+from typer.core import TyperOption
 
 from conformance.cli.world import runstore
 

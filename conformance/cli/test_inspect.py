@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli.world import RUNSTORE, json_lines, query, runstore, write_campaign
+from conformance.cli.world import RUNSTORE
+from conformance.cli.world import json_lines
+from conformance.cli.world import query
+from conformance.cli.world import runstore
+from conformance.cli.world import write_campaign
 
 
 @pytest.fixture(scope="module")

@@ -16,17 +16,23 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from runstore import ArtifactKind, RecoveryReport
+from runstore import ArtifactKind
+from runstore import RecoveryReport
 from runstore.store import RunStore
 from runstore.testing import fixtures as sc
 
 from conformance.cli.world import runstore
-from conformance.publication.world import DATA, files, open_world
-from conformance.recovery.world import crash_artifact, crash_finalization, crash_populate
+from conformance.publication.world import DATA
+from conformance.publication.world import files
+from conformance.publication.world import open_world
+from conformance.recovery.world import crash_artifact
+from conformance.recovery.world import crash_finalization
+from conformance.recovery.world import crash_populate
 
 
 @contextmanager

@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli.world import json_lines, query, runstore, start, write_campaign
+from conformance.cli.world import json_lines
+from conformance.cli.world import query
+from conformance.cli.world import runstore
+from conformance.cli.world import start
+from conformance.cli.world import write_campaign
 
 
 def test_a_campaign_runs_to_completion_and_a_second_run_runs_nothing(tmp_path: Path) -> None:

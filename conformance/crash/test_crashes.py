@@ -16,26 +16,27 @@ from pathlib import Path
 
 import pytest
 from runstore.crashsim.__main__ import main
-from runstore.crashsim.faulty import changing_path, early_registration, split_reserve
-from runstore.crashsim.points import Point, check_prefix, points_of
+from runstore.crashsim.faulty import changing_path
+from runstore.crashsim.faulty import early_registration
+from runstore.crashsim.faulty import split_reserve
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import check_prefix
+from runstore.crashsim.points import points_of
 from runstore.crashsim.results import SweepResult
-from runstore.crashsim.scenarios import (
-    FULL_IN_SUBSET,
-    OPENING_SCENARIOS,
-    PUBLICATIONS,
-    RECOVERIES,
-    SCENARIOS,
-    Scenario,
-)
-from runstore.crashsim.suite import (
-    METHODS,
-    SAMPLE_OPENING,
-    CrashMethod,
-    default_directory,
-    run_suite,
-)
+from runstore.crashsim.scenarios import FULL_IN_SUBSET
+from runstore.crashsim.scenarios import OPENING_SCENARIOS
+from runstore.crashsim.scenarios import PUBLICATIONS
+from runstore.crashsim.scenarios import RECOVERIES
+from runstore.crashsim.scenarios import SCENARIOS
+from runstore.crashsim.scenarios import Scenario
+from runstore.crashsim.suite import METHODS
+from runstore.crashsim.suite import SAMPLE_OPENING
+from runstore.crashsim.suite import CrashMethod
+from runstore.crashsim.suite import default_directory
+from runstore.crashsim.suite import run_suite
 from runstore.crashsim.sweep import run_sweep
-from runstore.crashsim.tracer import CRASH_EXIT, normalize
+from runstore.crashsim.tracer import CRASH_EXIT
+from runstore.crashsim.tracer import normalize
 from runstore.crashsim.verify import object_problem
 from runstore.model.state import ModelState
 from runstore.store.publication import objects

@@ -19,12 +19,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from runstore import RunStore, durable
-from runstore.crashsim.iofault_trials import Fault, Injector, Tamper
-from runstore.crashsim.iofaults import FaultPick, IoFaults, among, run_io_faults
+from runstore import RunStore
+from runstore import durable
+from runstore.crashsim.iofault_trials import Fault
+from runstore.crashsim.iofault_trials import Injector
+from runstore.crashsim.iofault_trials import Tamper
+from runstore.crashsim.iofaults import FaultPick
+from runstore.crashsim.iofaults import IoFaults
+from runstore.crashsim.iofaults import among
+from runstore.crashsim.iofaults import run_io_faults
 from runstore.crashsim.points import Point
-from runstore.crashsim.results import SweepResult, report_lines
-from runstore.crashsim.scenarios import OPENING_SCENARIOS, SCENARIOS
+from runstore.crashsim.results import SweepResult
+from runstore.crashsim.results import report_lines
+from runstore.crashsim.scenarios import OPENING_SCENARIOS
+from runstore.crashsim.scenarios import SCENARIOS
 from runstore.crashsim.suite import default_directory
 from runstore.crashsim.sweep import run_sweep
 from runstore.errors import DurabilityError

@@ -17,18 +17,19 @@ from pathlib import Path
 
 import pytest
 from runstore.crashsim import processes
-from runstore.crashsim.equivalence import (
-    comparable,
-    compare_methods,
-    difference_lines,
-    wal_checksum,
-    wal_content,
-)
+from runstore.crashsim.equivalence import comparable
+from runstore.crashsim.equivalence import compare_methods
+from runstore.crashsim.equivalence import difference_lines
+from runstore.crashsim.equivalence import wal_checksum
+from runstore.crashsim.equivalence import wal_content
 from runstore.crashsim.images import IMAGE
-from runstore.crashsim.points import Point, Selector
+from runstore.crashsim.points import Point
+from runstore.crashsim.points import Selector
 from runstore.crashsim.results import SweepResult
 from runstore.crashsim.scenarios import SCENARIOS
-from runstore.crashsim.suite import default_directory, sampler, steps_only
+from runstore.crashsim.suite import default_directory
+from runstore.crashsim.suite import sampler
+from runstore.crashsim.suite import steps_only
 from runstore.crashsim.sweep import run_sweep
 
 from conformance.crash.fresh import fresh

@@ -15,10 +15,16 @@ from pathlib import Path
 import pytest
 from runstore import durable
 from runstore.crashsim.__main__ import main
-from runstore.crashsim.persistence import Disk, Node, Photo, photograph
-from runstore.crashsim.powerloss import effects_of, safe_points
+from runstore.crashsim.persistence import Disk
+from runstore.crashsim.persistence import Node
+from runstore.crashsim.persistence import Photo
+from runstore.crashsim.persistence import photograph
+from runstore.crashsim.powerloss import effects_of
+from runstore.crashsim.powerloss import safe_points
 from runstore.crashsim.powerloss_suite import DEFAULT
-from runstore.crashsim.tracer import Tracer, effect_stop, read_trace
+from runstore.crashsim.tracer import Tracer
+from runstore.crashsim.tracer import effect_stop
+from runstore.crashsim.tracer import read_trace
 
 from conformance.crash.fresh import fresh
 

@@ -15,8 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from runstore.crashsim.race import KILLED, TOKENS, RaceResult, run_race
-from runstore.crashsim.scenarios import DATASET_ID, A, B
+from runstore.crashsim.race import KILLED
+from runstore.crashsim.race import TOKENS
+from runstore.crashsim.race import RaceResult
+from runstore.crashsim.race import run_race
+from runstore.crashsim.scenarios import DATASET_ID
+from runstore.crashsim.scenarios import A
+from runstore.crashsim.scenarios import B
 
 RESERVATIONS = {A: "reservation-a", B: "reservation-b"}
 

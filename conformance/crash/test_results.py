@@ -10,14 +10,12 @@ from __future__ import annotations
 import re
 
 import attrs
-from runstore.crashsim.results import (
-    FAMILIES,
-    Finding,
-    SuiteResult,
-    SweepResult,
-    exit_status,
-    report_lines,
-)
+from runstore.crashsim.results import FAMILIES
+from runstore.crashsim.results import Finding
+from runstore.crashsim.results import SuiteResult
+from runstore.crashsim.results import SweepResult
+from runstore.crashsim.results import exit_status
+from runstore.crashsim.results import report_lines
 
 from conformance.crash.test_crashes import SUMMARY as CRASH_SUMMARY
 from conformance.crash.test_io_faults import SUMMARY as IO_SUMMARY

@@ -16,30 +16,37 @@ import hashlib
 import json
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from runstore import AttemptState, RunStore
-from runstore.canonical import JSON, decode_object, encode
+from runstore import AttemptState
+from runstore import RunStore
+from runstore.canonical import JSON
+from runstore.canonical import decode_object
+from runstore.canonical import encode
 from runstore.enums import ArtifactKind
-from runstore.manifest import ManifestFile, manifest_bytes, parse_manifest
+from runstore.manifest import ManifestFile
+from runstore.manifest import manifest_bytes
+from runstore.manifest import parse_manifest
 from runstore.requests import FirstAttempt
 from runstore.runner.campaign import SlotKind
-from runstore.runner.coordinator import RunOptions, run_campaign
-from runstore.runner.executor import WorkOrder, WorkResult, WorkStatus
+from runstore.runner.coordinator import RunOptions
+from runstore.runner.coordinator import run_campaign
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 from runstore.testing import factories
 
-from conformance.runner.world import (
-    SECOND,
-    START,
-    Clock,
-    ScriptedExecutor,
-    campaign,
-    result,
-    succeeded,
-)
+from conformance.runner.world import SECOND
+from conformance.runner.world import START
+from conformance.runner.world import Clock
+from conformance.runner.world import ScriptedExecutor
+from conformance.runner.world import campaign
+from conformance.runner.world import result
+from conformance.runner.world import succeeded
 
 DATABASE = "run.sqlite3"
 

@@ -16,12 +16,17 @@ from pathlib import Path
 import attrs
 import pytest
 from runstore import RunStore
-from runstore.audit import AuditReport, Divergence, audit
+from runstore.audit import AuditReport
+from runstore.audit import Divergence
+from runstore.audit import audit
 from runstore.audit.replay import DIVERGENCE_CODES
 from runstore.inspection.snapshot import Snapshot
 from runstore.records import ApplicabilityDecision
 
-from conformance.inspection.corrupt_world import build_store, copy_store, edited, rows
+from conformance.inspection.corrupt_world import build_store
+from conformance.inspection.corrupt_world import copy_store
+from conformance.inspection.corrupt_world import edited
+from conformance.inspection.corrupt_world import rows
 
 SECOND = 10**9
 

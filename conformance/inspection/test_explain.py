@@ -14,10 +14,13 @@ from typing import Any
 
 import pytest
 from runstore import RunStoreError
-from runstore.inspection.explain import Explanation, explain
+from runstore.inspection.explain import Explanation
+from runstore.inspection.explain import explain
 from runstore.inspection.snapshot import Snapshot
 
-from conformance.inspection.test_status import OWNER_TOKEN, Built, build_store
+from conformance.inspection.test_status import OWNER_TOKEN
+from conformance.inspection.test_status import Built
+from conformance.inspection.test_status import build_store
 
 
 @pytest.fixture(scope="module")

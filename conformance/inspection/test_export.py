@@ -21,34 +21,42 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    FirstAttempt,
-    LeaseRequest,
-    Reference,
-    RunStore,
-    durable,
-)
-from runstore.errors import (
-    ArtifactCorruptError,
-    DurabilityError,
-    InvalidRecordError,
-    RunStoreError,
-    UnsafePathError,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import FirstAttempt
+from runstore import LeaseRequest
+from runstore import Reference
+from runstore import RunStore
+from runstore import durable
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import DurabilityError
+from runstore.errors import InvalidRecordError
+from runstore.errors import RunStoreError
+from runstore.errors import UnsafePathError
 from runstore.inspection import export_rows
-from runstore.inspection.explain import AttemptInfo, explain
-from runstore.inspection.export import FILE_NAMES, ExportSummary, export
-from runstore.inspection.reader import SlotState, status
+from runstore.inspection.explain import AttemptInfo
+from runstore.inspection.explain import explain
+from runstore.inspection.export import FILE_NAMES
+from runstore.inspection.export import ExportSummary
+from runstore.inspection.export import export
+from runstore.inspection.reader import SlotState
+from runstore.inspection.reader import status
 from runstore.inspection.snapshot import Snapshot
 from runstore.runner.campaign import SlotKind
-from runstore.runner.coordinator import RunOptions, run_campaign
-from runstore.runner.executor import WorkOrder, WorkResult, WorkStatus
+from runstore.runner.coordinator import RunOptions
+from runstore.runner.coordinator import run_campaign
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 from runstore.testing import factories
 
-from conformance.runner.world import Clock, Events, ScriptedExecutor, campaign, result, succeeded
+from conformance.runner.world import Clock
+from conformance.runner.world import Events
+from conformance.runner.world import ScriptedExecutor
+from conformance.runner.world import campaign
+from conformance.runner.world import result
+from conformance.runner.world import succeeded
 
 ODD_METRICS: dict[str, object] = {"a,b": 1, 'say "hi"': 0.1, "tiny": 1e-07, "big": 2**53 - 1}
 

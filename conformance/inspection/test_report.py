@@ -24,13 +24,24 @@ from pathlib import Path
 import attrs
 import pytest
 from runstore import RunStore
-from runstore.inspection.reader import SlotState, SlotSummary, StatusReport, status
+from runstore.inspection.reader import SlotState
+from runstore.inspection.reader import SlotSummary
+from runstore.inspection.reader import StatusReport
+from runstore.inspection.reader import status
 from runstore.inspection.report import render_report
 from runstore.inspection.snapshot import Snapshot
-from runstore.runner.coordinator import RunOptions, run_campaign
-from runstore.runner.executor import WorkOrder, WorkResult, WorkStatus
+from runstore.runner.coordinator import RunOptions
+from runstore.runner.coordinator import run_campaign
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 
-from conformance.runner.world import Clock, Events, ScriptedExecutor, campaign, result, succeeded
+from conformance.runner.world import Clock
+from conformance.runner.world import Events
+from conformance.runner.world import ScriptedExecutor
+from conformance.runner.world import campaign
+from conformance.runner.world import result
+from conformance.runner.world import succeeded
 
 CANDIDATES = ("zeta", "alpha", "mid")
 PROBLEMS = ("p1", "p2", "p3", "p4")

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runstore import RunStore, RunStoreError
+from runstore import RunStore
+from runstore import RunStoreError
 from runstore.inspection import snapshot as snapshot_module
 from runstore.inspection.snapshot import Snapshot
 from runstore.testing import factories

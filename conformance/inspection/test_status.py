@@ -14,29 +14,32 @@ from pathlib import Path
 
 import attrs
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    Censored,
-    ExecutionKind,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
-    OwnedAttempt,
-    Reference,
-    RunStore,
-    SlotRole,
-    Superseded,
-    TerminalOutcome,
-    canonical,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptState
+from runstore import Censored
+from runstore import ExecutionKind
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import LeaseRequest
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import Reference
+from runstore import RunStore
+from runstore import SlotRole
+from runstore import Superseded
+from runstore import TerminalOutcome
+from runstore import canonical
 from runstore.enums import ObservationSlotKind
-from runstore.inspection.reader import SlotState, slot_summaries, status
+from runstore.inspection.reader import SlotState
+from runstore.inspection.reader import slot_summaries
+from runstore.inspection.reader import status
 from runstore.inspection.snapshot import Snapshot
-from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
+from runstore.records import ApplicabilityDecision
+from runstore.records import AttemptSlot
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
 from runstore.testing import factories
 from runstore.testing.factories import OneShot
 

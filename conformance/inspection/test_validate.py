@@ -19,20 +19,20 @@ from runstore import RunStore
 from runstore.errors import RunStoreError
 from runstore.inspection import validate
 from runstore.inspection.snapshot import Snapshot
-from runstore.inspection.validate import Finding, ValidationReport, validate_store
+from runstore.inspection.validate import Finding
+from runstore.inspection.validate import ValidationReport
+from runstore.inspection.validate import validate_store
 
-from conformance.inspection.corrupt_world import (
-    DATABASE,
-    artifact_dirs,
-    build_store,
-    checkpoint,
-    copy_store,
-    edited,
-    payload_file,
-    rewrite_consistently,
-    rewrite_record,
-    rows,
-)
+from conformance.inspection.corrupt_world import DATABASE
+from conformance.inspection.corrupt_world import artifact_dirs
+from conformance.inspection.corrupt_world import build_store
+from conformance.inspection.corrupt_world import checkpoint
+from conformance.inspection.corrupt_world import copy_store
+from conformance.inspection.corrupt_world import edited
+from conformance.inspection.corrupt_world import payload_file
+from conformance.inspection.corrupt_world import rewrite_consistently
+from conformance.inspection.corrupt_world import rewrite_record
+from conformance.inspection.corrupt_world import rows
 
 
 @pytest.fixture(scope="module")

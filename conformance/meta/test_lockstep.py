@@ -9,11 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runstore import FirstAttempt, Next, RunStore, RunStoreError
+from runstore import FirstAttempt
+from runstore import Next
+from runstore import RunStore
+from runstore import RunStoreError
 from runstore import model as m
 from runstore.testing import fixtures as sc
 from runstore.testing import script
-from runstore.testing.lockstep import Diverged, ModelWriter, lockstep
+from runstore.testing.lockstep import Diverged
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import lockstep
 
 FIXTURE = sc.slot_fixture()
 REGISTRATION = (FIXTURE.decision, FIXTURE.run, FIXTURE.attempt_slot, FIXTURE.observation_slots[0])

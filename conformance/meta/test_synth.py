@@ -19,18 +19,22 @@ from typing import Any
 import pytest
 import synth
 from runstore import RunStore
-from runstore.audit.projection import Projection, store_projection
+from runstore.audit.projection import Projection
+from runstore.audit.projection import store_projection
 from runstore.inspection import reader
 from runstore.inspection.snapshot import Snapshot
 from runstore.inspection.validate import validate_store
-from runstore.requests import FirstAttempt, Next
+from runstore.requests import FirstAttempt
+from runstore.requests import Next
 from runstore.runner import attempt
 from runstore.runner.coordinator import register
 from runstore.runner.executor import WorkStatus
 from runstore.store.publication import objects
 from runstore.testing.publishing import read_tree
 
-from conformance.runner.world import Clock, campaign, result
+from conformance.runner.world import Clock
+from conformance.runner.world import campaign
+from conformance.runner.world import result
 
 TOKEN = "[0-9a-f]{32}"
 

@@ -9,24 +9,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import (
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    Completion,
-    ExecutionKind,
-    FirstAttempt,
-    ObservationSlotKind,
-    OwnedAttempt,
-    SlotRole,
-    run_attempt_id,
-    testing,
-)
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptState
+from runstore import Completion
+from runstore import ExecutionKind
+from runstore import FirstAttempt
+from runstore import ObservationSlotKind
+from runstore import OwnedAttempt
+from runstore import SlotRole
 from runstore import model as m
-from runstore.model.registration import register_one_shot, register_slots
-from runstore.model.state import ModelState, Refusal
-from runstore.testing import fixtures, script
-from runstore.testing.lockstep import ModelRefusal, ModelWriter
+from runstore import run_attempt_id
+from runstore import testing
+from runstore.model.registration import register_one_shot
+from runstore.model.registration import register_slots
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
+from runstore.testing import fixtures
+from runstore.testing import script
+from runstore.testing.lockstep import ModelRefusal
+from runstore.testing.lockstep import ModelWriter
 
 
 def assert_round_trips(record: Any) -> None:

@@ -6,31 +6,26 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from runstore import (
-    ArtifactKind,
-    AttemptState,
-    FirstAttempt,
-    LeasePurpose,
-    Next,
-    Retry,
-    run_attempt_id,
-)
-from runstore.model import (
-    advance,
-    begin_staging,
-    publish_staged_artifact,
-    renew,
-)
-from runstore.testing.fixtures import OTHER_OWNER, artifact
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import FirstAttempt
+from runstore import LeasePurpose
+from runstore import Next
+from runstore import Retry
+from runstore import run_attempt_id
+from runstore.model import advance
+from runstore.model import begin_staging
+from runstore.model import publish_staged_artifact
+from runstore.model import renew
+from runstore.testing.fixtures import OTHER_OWNER
+from runstore.testing.fixtures import artifact
 
-from conformance.model.world import (
-    claimed,
-    executing,
-    owned,
-    refused,
-    reserved,
-    world,
-)
+from conformance.model.world import claimed
+from conformance.model.world import executing
+from conformance.model.world import owned
+from conformance.model.world import refused
+from conformance.model.world import reserved
+from conformance.model.world import world
 
 # --- reservation and retry authorization -----------------------------------------------
 

@@ -4,43 +4,38 @@ observations and selections, acceptance per slot kind, and the terminal commit.
 
 from __future__ import annotations
 
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    ClaimDisposition,
-    ExecutionKind,
-    LeasePurpose,
-    ObservationReceipt,
-    SlotRole,
-    Superseded,
-    run_attempt_id,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Censored
+from runstore import ClaimDisposition
+from runstore import ExecutionKind
+from runstore import LeasePurpose
+from runstore import ObservationReceipt
+from runstore import SlotRole
+from runstore import Superseded
+from runstore import run_attempt_id
 from runstore.edges import LEGAL_EDGES
-from runstore.model import (
-    DiskView,
-    ModelState,
-    begin_finalization,
-    recover,
-    recoverable,
-)
+from runstore.model import DiskView
+from runstore.model import ModelState
+from runstore.model import begin_finalization
+from runstore.model import recover
+from runstore.model import recoverable
 from runstore.recovery_report import RecoveryReport
 from runstore.testing import scenarios
-from runstore.testing.fixtures import artifact, lease
+from runstore.testing.fixtures import artifact
+from runstore.testing.fixtures import lease
 from runstore.testing.transcript import Transcript
 
-from conformance.model.world import (
-    claimed,
-    commit,
-    executing,
-    failed,
-    receipt,
-    refused,
-    reserved,
-    select,
-    world,
-)
+from conformance.model.world import claimed
+from conformance.model.world import commit
+from conformance.model.world import executing
+from conformance.model.world import failed
+from conformance.model.world import receipt
+from conformance.model.world import refused
+from conformance.model.world import reserved
+from conformance.model.world import select
+from conformance.model.world import world
 
 # --- claims ----------------------------------------------------------------------------
 

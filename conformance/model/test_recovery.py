@@ -14,51 +14,46 @@ from collections.abc import Sequence
 
 import attrs
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    Censored,
-    ClaimDisposition,
-    Failed,
-    OwnedAttempt,
-    Reference,
-    Superseded,
-    TerminalOutcome,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptState
+from runstore import Censored
+from runstore import ClaimDisposition
+from runstore import Failed
+from runstore import OwnedAttempt
+from runstore import Reference
+from runstore import Superseded
+from runstore import TerminalOutcome
 from runstore import recovery_report as codes
-from runstore.model import (
-    DiskObject,
-    DiskView,
-    ModelState,
-    Refusal,
-    advance,
-    begin_staging,
-    content,
-    publish_staged_artifact,
-    recover,
-    recoverable,
-)
+from runstore.model import DiskObject
+from runstore.model import DiskView
+from runstore.model import ModelState
+from runstore.model import Refusal
+from runstore.model import advance
+from runstore.model import begin_staging
+from runstore.model import content
+from runstore.model import publish_staged_artifact
+from runstore.model import recover
+from runstore.model import recoverable
 from runstore.model.artifacts import with_artifact
 from runstore.model.outcome_document import outcome_document
 from runstore.model.state import AttemptRow
 from runstore.recovery_report import RecoveryReport
 from runstore.requests import interrupted_outcome
 from runstore.testing import scenarios
-from runstore.testing.fixtures import SlotFixture, artifact
+from runstore.testing.fixtures import SlotFixture
+from runstore.testing.fixtures import artifact
 from runstore.testing.transcript import Transcript
 
-from conformance.model.world import (
-    accepted_world,
-    claimed,
-    executing,
-    owned,
-    refused,
-    reserved,
-    select,
-    world,
-)
+from conformance.model.world import accepted_world
+from conformance.model.world import claimed
+from conformance.model.world import executing
+from conformance.model.world import owned
+from conformance.model.world import refused
+from conformance.model.world import reserved
+from conformance.model.world import select
+from conformance.model.world import world
 
 # --- helpers -----------------------------------------------------------------------------------
 

@@ -15,60 +15,58 @@ from pathlib import Path
 
 import attrs
 import pytest
-from runstore import (
-    Accepted,
-    ApplicabilityDecision,
-    ArtifactKind,
-    AttemptState,
-    ClaimDisposition,
-    Completion,
-    ExecutionKind,
-    Failed,
-    FirstAttempt,
-    Next,
-    OwnedAttempt,
-    Reference,
-    Retry,
-    SlotRole,
-    Superseded,
-    errors,
-    run_attempt_id,
-)
-from runstore.model import (
-    MODEL_REFUSAL_CODES,
-    DiskView,
-    Refusal,
-    advance,
-    begin_finalization,
-    begin_staging,
-    commit_finalization,
-    content,
-    publish_finalization_commit,
-    publish_staged_artifact,
-    recover,
-    register_observation,
-    register_one_shot,
-    register_slots,
-    renew,
-    reserve,
-)
-from runstore.testing import fixtures, scenarios
-from runstore.testing.fixtures import OTHER_OWNER, artifact, lease, observation
+from runstore import Accepted
+from runstore import ApplicabilityDecision
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import ClaimDisposition
+from runstore import Completion
+from runstore import ExecutionKind
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import Reference
+from runstore import Retry
+from runstore import SlotRole
+from runstore import Superseded
+from runstore import errors
+from runstore import run_attempt_id
+from runstore.model import MODEL_REFUSAL_CODES
+from runstore.model import DiskView
+from runstore.model import Refusal
+from runstore.model import advance
+from runstore.model import begin_finalization
+from runstore.model import begin_staging
+from runstore.model import commit_finalization
+from runstore.model import content
+from runstore.model import publish_finalization_commit
+from runstore.model import publish_staged_artifact
+from runstore.model import recover
+from runstore.model import register_observation
+from runstore.model import register_one_shot
+from runstore.model import register_slots
+from runstore.model import renew
+from runstore.model import reserve
+from runstore.testing import fixtures
+from runstore.testing import scenarios
+from runstore.testing.fixtures import OTHER_OWNER
+from runstore.testing.fixtures import artifact
+from runstore.testing.fixtures import lease
+from runstore.testing.fixtures import observation
 from runstore.testing.transcript import Transcript
 
-from conformance.model.world import (
-    ATTEMPT_ARTIFACT,
-    accepted_world,
-    claimed,
-    commit,
-    executing,
-    failed,
-    owned,
-    receipt,
-    reserved,
-    select,
-    world,
-)
+from conformance.model.world import ATTEMPT_ARTIFACT
+from conformance.model.world import accepted_world
+from conformance.model.world import claimed
+from conformance.model.world import commit
+from conformance.model.world import executing
+from conformance.model.world import failed
+from conformance.model.world import owned
+from conformance.model.world import receipt
+from conformance.model.world import reserved
+from conformance.model.world import select
+from conformance.model.world import world
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = ROOT / "model"

@@ -4,25 +4,24 @@ steps (reserve, execute, claim, select, commit) that assert their results."""
 
 from __future__ import annotations
 
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    Completion,
-    ExecutionKind,
-    Failed,
-    Next,
-    OwnedAttempt,
-    Reference,
-    RetryAuthorization,
-    SlotRole,
-    TerminalAttempt,
-    TerminalOutcome,
-)
-from runstore.model import (
-    Refusal,
-)
-from runstore.testing import fixtures, scenarios
-from runstore.testing.fixtures import OWNER, SlotFixture, artifact
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import Completion
+from runstore import ExecutionKind
+from runstore import Failed
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import Reference
+from runstore import RetryAuthorization
+from runstore import SlotRole
+from runstore import TerminalAttempt
+from runstore import TerminalOutcome
+from runstore.model import Refusal
+from runstore.testing import fixtures
+from runstore.testing import scenarios
+from runstore.testing.fixtures import OWNER
+from runstore.testing.fixtures import SlotFixture
+from runstore.testing.fixtures import artifact
 from runstore.testing.transcript import Transcript
 
 ATTEMPT_ARTIFACT = artifact(ArtifactKind.ATTEMPT, "attempt")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import runstore
-from runstore import RunStore, RunStoreError
+from runstore import RunStore
+from runstore import RunStoreError
 from runstore.errors import DirectConstructionError
 
 MESSAGE = "RunStore(...) makes no handle; use RunStore.open(root)"

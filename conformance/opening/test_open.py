@@ -13,25 +13,27 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 import runstore
-from runstore import RUN_STORE_SCHEMA_SQL, RUN_STORE_SCHEMA_VERSION, RunStore, durable
+from runstore import RUN_STORE_SCHEMA_SQL
+from runstore import RUN_STORE_SCHEMA_VERSION
+from runstore import RunStore
+from runstore import durable
 from runstore import sql as store_sql
-from runstore.errors import (
-    BusyError,
-    CapabilityProbeError,
-    ConnectionSettingsError,
-    DurabilityError,
-    SchemaMismatchError,
-    UnknownSchemaVersionError,
-    UnsafePathError,
-    UnsupportedFilesystemError,
-    UnversionedDatabaseError,
-)
+from runstore.errors import BusyError
+from runstore.errors import CapabilityProbeError
+from runstore.errors import ConnectionSettingsError
+from runstore.errors import DurabilityError
+from runstore.errors import SchemaMismatchError
+from runstore.errors import UnknownSchemaVersionError
+from runstore.errors import UnsafePathError
+from runstore.errors import UnsupportedFilesystemError
+from runstore.errors import UnversionedDatabaseError
 from runstore.store import store_root
 from runstore.store.probes import PROBE_PREFIX
 

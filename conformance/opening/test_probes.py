@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import RunStore, durable, sql
+from runstore import RunStore
+from runstore import durable
+from runstore import sql
 from runstore.errors import CapabilityProbeError
 from runstore.store import probes
 from runstore.store.probes import PROBE_PREFIX

@@ -15,18 +15,20 @@ import contextlib
 import errno
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import RUN_STORE_SCHEMA_SQL, RunStore, durable, sql
-from runstore.errors import (
-    RunStoreError,
-    SchemaMismatchError,
-    UnknownSchemaVersionError,
-    UnversionedDatabaseError,
-)
+from runstore import RUN_STORE_SCHEMA_SQL
+from runstore import RunStore
+from runstore import durable
+from runstore import sql
+from runstore.errors import RunStoreError
+from runstore.errors import SchemaMismatchError
+from runstore.errors import UnknownSchemaVersionError
+from runstore.errors import UnversionedDatabaseError
 from runstore.store import run_store as store_module
 from runstore.store import schema_check
 from runstore.store.store_root import INIT_LOCK_NAME

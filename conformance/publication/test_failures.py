@@ -20,35 +20,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    Failed,
-    Reference,
-    RunStoreError,
-    durable,
-    sql,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Failed
+from runstore import Reference
+from runstore import RunStoreError
+from runstore import durable
+from runstore import sql
 from runstore.audit.projection import store_projection
 from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
 
-from conformance.publication.world import (
-    DATA,
-    FAR,
-    ClockScript,
-    Payload,
-    PublicationWorld,
-    ScriptedClock,
-    at,
-    files,
-    orphan_verifies,
-    refusal_code,
-    refused_untouched,
-    snapshot_tree,
-    unchanged_but_staging,
-)
+from conformance.publication.world import DATA
+from conformance.publication.world import FAR
+from conformance.publication.world import ClockScript
+from conformance.publication.world import Payload
+from conformance.publication.world import PublicationWorld
+from conformance.publication.world import ScriptedClock
+from conformance.publication.world import at
+from conformance.publication.world import files
+from conformance.publication.world import orphan_verifies
+from conformance.publication.world import refusal_code
+from conformance.publication.world import refused_untouched
+from conformance.publication.world import snapshot_tree
+from conformance.publication.world import unchanged_but_staging
 
 S = AttemptState
 DATASET = ArtifactKind.DATASET

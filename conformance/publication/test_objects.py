@@ -10,25 +10,28 @@ import os
 import socket
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from runstore import durable
-from runstore.errors import (
-    ArtifactCorruptError,
-    DurabilityError,
-    InvalidRecordError,
-    OutOfRangeError,
-    UnsafeEntryError,
-)
-from runstore.manifest import ManifestFile, manifest_bytes, parse_manifest
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import DurabilityError
+from runstore.errors import InvalidRecordError
+from runstore.errors import OutOfRangeError
+from runstore.errors import UnsafeEntryError
+from runstore.manifest import ManifestFile
+from runstore.manifest import manifest_bytes
+from runstore.manifest import parse_manifest
 from runstore.model import content
 from runstore.store.publication import objects
-from runstore.tree_hash import Entry, tree_sha256
+from runstore.tree_hash import Entry
+from runstore.tree_hash import tree_sha256
 
 RESERVED = ("manifest.json", "outcome.json")
 

@@ -28,28 +28,32 @@ from typing import Any
 
 import attrs
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    Failed,
-    FirstAttempt,
-    Next,
-    Reference,
-    RunStore,
-    Superseded,
-    TerminalOutcome,
-    testing,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Censored
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import Next
+from runstore import Reference
+from runstore import RunStore
+from runstore import Superseded
+from runstore import TerminalOutcome
 from runstore import model as m
-from runstore.canonical import JSON, MAX_SAFE_INTEGER, decode, encode
+from runstore import testing
+from runstore.canonical import JSON
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import decode
+from runstore.canonical import encode
 from runstore.model import outcome_document as model_builder
-from runstore.records import ArtifactRegistration, Observation
+from runstore.records import ArtifactRegistration
+from runstore.records import Observation
 from runstore.store.publication import outcome_document as store_builder
-from runstore.testing import publishing, script
+from runstore.testing import publishing
+from runstore.testing import script
 from runstore.testing.lockstep import ModelWriter
-from runstore.testing.script import Call, Context
+from runstore.testing.script import Call
+from runstore.testing.script import Context
 
 T0 = 1_700_000_000_000_000_000  # beyond 2**53: every time is a decimal string
 EXPIRES = T0 + 3_600 * 10**9

@@ -23,35 +23,32 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from runstore import (
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    Failed,
-    Reference,
-    RunStore,
-    durable,
-    sql,
-)
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Censored
+from runstore import Failed
+from runstore import Reference
+from runstore import RunStore
+from runstore import durable
+from runstore import sql
 from runstore.model import outcome_document as model_builder
-from runstore.store.publication import objects, staging
+from runstore.store.publication import objects
 from runstore.store.publication import outcome_document as store_builder
+from runstore.store.publication import staging
 from runstore.testing import fixtures as sc
 
-from conformance.publication.world import (
-    DATA,
-    FAR,
-    ClockScript,
-    Payload,
-    PublicationWorld,
-    ScriptedClock,
-    at,
-    check_object,
-    files,
-    lock_is_free,
-    refusal_code,
-    write_locked,
-)
+from conformance.publication.world import DATA
+from conformance.publication.world import FAR
+from conformance.publication.world import ClockScript
+from conformance.publication.world import Payload
+from conformance.publication.world import PublicationWorld
+from conformance.publication.world import ScriptedClock
+from conformance.publication.world import at
+from conformance.publication.world import check_object
+from conformance.publication.world import files
+from conformance.publication.world import lock_is_free
+from conformance.publication.world import refusal_code
+from conformance.publication.world import write_locked
 from conformance.writer.world import Workers
 
 S = AttemptState

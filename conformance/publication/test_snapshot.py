@@ -13,20 +13,21 @@ import json
 from collections.abc import Callable
 
 import pytest
-from runstore import (
-    ArtifactKind,
-    Censored,
-    Failed,
-    Next,
-    OwnedAttempt,
-    RunStore,
-    RunStoreError,
-    durable,
-)
+from runstore import ArtifactKind
+from runstore import Censored
+from runstore import Failed
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import RunStore
+from runstore import RunStoreError
+from runstore import durable
 from runstore.testing import fixtures as sc
-from runstore.testing.publishing import at, files
+from runstore.testing.publishing import at
+from runstore.testing.publishing import files
 
-from conformance.publication.world import DATA, PublicationWorld, orphan_verifies
+from conformance.publication.world import DATA
+from conformance.publication.world import PublicationWorld
+from conformance.publication.world import orphan_verifies
 
 
 def _during_rename(world: PublicationWorld, change: Callable[[RunStore], object]) -> None:

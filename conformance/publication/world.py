@@ -21,31 +21,35 @@ import json
 import os
 import sqlite3
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    Censored,
-    Failed,
-    Next,
-    OwnedAttempt,
-    PublishedArtifact,
-    PublishedFinalization,
-    Reference,
-    RunStoreError,
-    Superseded,
-    TerminalOutcome,
-)
-from runstore.store.publication import objects, staging
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptState
+from runstore import Censored
+from runstore import Failed
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import PublishedArtifact
+from runstore import PublishedFinalization
+from runstore import Reference
+from runstore import RunStoreError
+from runstore import Superseded
+from runstore import TerminalOutcome
+from runstore.store.publication import objects
+from runstore.store.publication import staging
 from runstore.testing import fixtures as sc
 from runstore.testing.lockstep import StageTokens
-from runstore.testing.publishing import ClockScript, Payload, at, files
+from runstore.testing.publishing import ClockScript
+from runstore.testing.publishing import Payload
+from runstore.testing.publishing import at
+from runstore.testing.publishing import files
 
 from conformance.writer.world import World
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.publication.world import PublicationWorld, open_world
+from conformance.publication.world import PublicationWorld
+from conformance.publication.world import open_world
 
 
 @pytest.fixture

@@ -16,35 +16,34 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    RecoveryReport,
-    Reference,
-    RejectedArtifact,
-    canonical,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Censored
+from runstore import RecoveryReport
+from runstore import Reference
+from runstore import RejectedArtifact
+from runstore import canonical
 from runstore import recovery_report as codes
 from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
 
-from conformance.publication.world import EXPIRES, PublicationWorld, at, files
-from conformance.recovery.world import (
-    addresses,
-    attempt_row,
-    check_interrupted,
-    crash_artifact,
-    crash_finalization,
-    crashing_clock,
-    entry,
-    flip_byte,
-    forge_outcome,
-    make_object,
-    recover,
-    store_path,
-)
+from conformance.publication.world import EXPIRES
+from conformance.publication.world import PublicationWorld
+from conformance.publication.world import at
+from conformance.publication.world import files
+from conformance.recovery.world import addresses
+from conformance.recovery.world import attempt_row
+from conformance.recovery.world import check_interrupted
+from conformance.recovery.world import crash_artifact
+from conformance.recovery.world import crash_finalization
+from conformance.recovery.world import crashing_clock
+from conformance.recovery.world import entry
+from conformance.recovery.world import flip_byte
+from conformance.recovery.world import forge_outcome
+from conformance.recovery.world import make_object
+from conformance.recovery.world import recover
+from conformance.recovery.world import store_path
 
 S = AttemptState
 ATTEMPT = ArtifactKind.ATTEMPT

@@ -15,40 +15,42 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from runstore import ArtifactKind, AttemptState, Censored, RunStore, canonical, sql
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Censored
+from runstore import RunStore
+from runstore import canonical
+from runstore import sql
 from runstore.store.publication import staging
 from runstore.testing import fixtures as sc
 from runstore.testing.lockstep import StageTokens
 
-from conformance.publication.world import (
-    DATA,
-    EXPIRES,
-    PublicationWorld,
-    at,
-    files,
-    refusal_code,
-    snapshot_tree,
-)
-from conformance.recovery.world import (
-    FixedClock,
-    addresses,
-    attempt_row,
-    crash_finalization,
-    crash_populate,
-    entry,
-    events,
-    leases,
-    quarantined,
-    recover,
-    store_path,
-    terminal_events,
-    tree,
-)
+from conformance.publication.world import DATA
+from conformance.publication.world import EXPIRES
+from conformance.publication.world import PublicationWorld
+from conformance.publication.world import at
+from conformance.publication.world import files
+from conformance.publication.world import refusal_code
+from conformance.publication.world import snapshot_tree
+from conformance.recovery.world import FixedClock
+from conformance.recovery.world import addresses
+from conformance.recovery.world import attempt_row
+from conformance.recovery.world import crash_finalization
+from conformance.recovery.world import crash_populate
+from conformance.recovery.world import entry
+from conformance.recovery.world import events
+from conformance.recovery.world import leases
+from conformance.recovery.world import quarantined
+from conformance.recovery.world import recover
+from conformance.recovery.world import store_path
+from conformance.recovery.world import terminal_events
+from conformance.recovery.world import tree
 from conformance.writer.world import Workers
 
 ATTEMPT = ArtifactKind.ATTEMPT

@@ -10,20 +10,27 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from runstore import Accepted, ArtifactKind, Failed, RunStore, durable, sql
-from runstore.errors import DestinationConflictError, OutOfRangeError
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import Failed
+from runstore import RunStore
+from runstore import durable
+from runstore import sql
+from runstore.errors import DestinationConflictError
+from runstore.errors import OutOfRangeError
 from runstore.store.recovery.disk import QUARANTINE_ATTEMPTS
 from runstore.testing import fixtures as sc
 
-from conformance.publication.world import DATA, EXPIRES, ClockScript, PublicationWorld
-from conformance.recovery.world import (
-    addresses,
-    attempt_row,
-    crash_finalization,
-    crash_populate,
-    recover,
-    store_path,
-)
+from conformance.publication.world import DATA
+from conformance.publication.world import EXPIRES
+from conformance.publication.world import ClockScript
+from conformance.publication.world import PublicationWorld
+from conformance.recovery.world import addresses
+from conformance.recovery.world import attempt_row
+from conformance.recovery.world import crash_finalization
+from conformance.recovery.world import crash_populate
+from conformance.recovery.world import recover
+from conformance.recovery.world import store_path
 
 TERMINAL_UPDATE = "UPDATE attempts SET state"
 

@@ -12,34 +12,33 @@ read their clock from 2000, so a document they wrote finished at 2001.
 from __future__ import annotations
 
 import pytest
-from runstore import ArtifactKind, AttemptState, RecoveryReport, canonical
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import RecoveryReport
+from runstore import canonical
 from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
 
-from conformance.publication.world import (
-    DATA,
-    EXPIRES,
-    PublicationWorld,
-    at,
-    files,
-    snapshot_tree,
-)
-from conformance.recovery.world import (
-    INTERRUPTED,
-    attempt_row,
-    check_interrupted,
-    claims,
-    crash_artifact,
-    crash_finalization,
-    entry,
-    events,
-    interrupted,
-    leases,
-    receipt_of,
-    recover,
-    references,
-    store_path,
-)
+from conformance.publication.world import DATA
+from conformance.publication.world import EXPIRES
+from conformance.publication.world import PublicationWorld
+from conformance.publication.world import at
+from conformance.publication.world import files
+from conformance.publication.world import snapshot_tree
+from conformance.recovery.world import INTERRUPTED
+from conformance.recovery.world import attempt_row
+from conformance.recovery.world import check_interrupted
+from conformance.recovery.world import claims
+from conformance.recovery.world import crash_artifact
+from conformance.recovery.world import crash_finalization
+from conformance.recovery.world import entry
+from conformance.recovery.world import events
+from conformance.recovery.world import interrupted
+from conformance.recovery.world import leases
+from conformance.recovery.world import receipt_of
+from conformance.recovery.world import recover
+from conformance.recovery.world import references
+from conformance.recovery.world import store_path
 
 S = AttemptState
 

@@ -18,47 +18,41 @@ import subprocess
 import sys
 
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    RecoveryReport,
-    Reference,
-    TerminalAttempt,
-    canonical,
-    sql,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Censored
+from runstore import RecoveryReport
+from runstore import Reference
+from runstore import TerminalAttempt
+from runstore import canonical
+from runstore import sql
 from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
 
-from conformance.publication.world import (
-    DATA,
-    EXPIRES,
-    PublicationWorld,
-    files,
-    snapshot_tree,
-)
-from conformance.recovery.world import (
-    DEAD_TOKENS,
-    INTERRUPTED,
-    addresses,
-    attempt_row,
-    check_interrupted,
-    claims,
-    crash_artifact,
-    crash_finalization,
-    crash_populate,
-    die_publishing,
-    events,
-    leases,
-    receipt_of,
-    recover,
-    references,
-    registration_of,
-    store_path,
-    tree,
-)
+from conformance.publication.world import DATA
+from conformance.publication.world import EXPIRES
+from conformance.publication.world import PublicationWorld
+from conformance.publication.world import files
+from conformance.publication.world import snapshot_tree
+from conformance.recovery.world import DEAD_TOKENS
+from conformance.recovery.world import INTERRUPTED
+from conformance.recovery.world import addresses
+from conformance.recovery.world import attempt_row
+from conformance.recovery.world import check_interrupted
+from conformance.recovery.world import claims
+from conformance.recovery.world import crash_artifact
+from conformance.recovery.world import crash_finalization
+from conformance.recovery.world import crash_populate
+from conformance.recovery.world import die_publishing
+from conformance.recovery.world import events
+from conformance.recovery.world import leases
+from conformance.recovery.world import receipt_of
+from conformance.recovery.world import recover
+from conformance.recovery.world import references
+from conformance.recovery.world import registration_of
+from conformance.recovery.world import store_path
+from conformance.recovery.world import tree
 
 S = AttemptState
 ATTEMPT = ArtifactKind.ATTEMPT

@@ -25,27 +25,30 @@ import multiprocessing
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from runstore import (
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    Failed,
-    OwnedAttempt,
-    RecoveryReport,
-    Reference,
-    TerminalAttempt,
-    TerminalOutcome,
-)
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptState
+from runstore import Failed
+from runstore import OwnedAttempt
+from runstore import RecoveryReport
+from runstore import Reference
+from runstore import TerminalAttempt
+from runstore import TerminalOutcome
 from runstore.requests import interrupted_outcome
-from runstore.store.publication import objects, outcome_document
+from runstore.store.publication import objects
+from runstore.store.publication import outcome_document
 
-from conformance.publication.world import DATA, Payload, PublicationWorld
+from conformance.publication.world import DATA
+from conformance.publication.world import Payload
+from conformance.publication.world import PublicationWorld
 
 INTERRUPTED = "interrupted_attempt"
 """The failure code of recovery's own failures."""

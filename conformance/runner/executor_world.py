@@ -16,14 +16,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from runstore.runner.executor import (
-    LOG_LIMIT_BYTES,
-    OUTPUT_LIMIT_BYTES,
-    Executor,
-    WorkOrder,
-    WorkResult,
-    WorkStatus,
-)
+from runstore.runner.executor import LOG_LIMIT_BYTES
+from runstore.runner.executor import OUTPUT_LIMIT_BYTES
+from runstore.runner.executor import Executor
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 
 SLACK_S = 2.0
 """How late a kill may come on a busy machine before a test calls it missing."""

@@ -12,13 +12,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from runstore import RunStore
 from runstore.metrics import parse_result_document
-from runstore.requests import FirstAttempt, Next
+from runstore.requests import FirstAttempt
+from runstore.requests import Next
 from runstore.runner import attempt
 from runstore.runner.coordinator import register
 from runstore.runner.executor import WorkStatus
-from runstore.runner.worker_result import Failure, Success, judge
+from runstore.runner.worker_result import Failure
+from runstore.runner.worker_result import Success
+from runstore.runner.worker_result import judge
 
-from conformance.runner.world import SECOND, Clock, campaign, input_file, result, succeeded
+from conformance.runner.world import SECOND
+from conformance.runner.world import Clock
+from conformance.runner.world import campaign
+from conformance.runner.world import input_file
+from conformance.runner.world import result
+from conformance.runner.world import succeeded
 
 
 def test_a_losing_contender_publishes_superseded_and_keeps_its_observation(

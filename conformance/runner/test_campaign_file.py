@@ -8,12 +8,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-from runstore.canonical import MAX_SAFE_INTEGER, encode
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import encode
 from runstore.errors import CampaignInvalidError
-from runstore.runner.campaign import Campaign, Candidate, InputFile, Problem, SlotKind
-from runstore.runner.campaign_file import load_campaign, parse_campaign
+from runstore.runner.campaign import Campaign
+from runstore.runner.campaign import Candidate
+from runstore.runner.campaign import InputFile
+from runstore.runner.campaign import Problem
+from runstore.runner.campaign import SlotKind
+from runstore.runner.campaign_file import load_campaign
+from runstore.runner.campaign_file import parse_campaign
 
 SECOND = 10**9
 

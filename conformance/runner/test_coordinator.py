@@ -10,24 +10,29 @@ from pathlib import Path
 
 import attrs
 import pytest
-from runstore import AttemptState, RunStore
-from runstore.errors import RegistrationConflictError, RunStoreError
+from runstore import AttemptState
+from runstore import RunStore
+from runstore.errors import RegistrationConflictError
+from runstore.errors import RunStoreError
 from runstore.requests import FirstAttempt
 from runstore.runner import attempt
 from runstore.runner.campaign import SlotKind
-from runstore.runner.coordinator import RunOptions, RunSummary, register, run_campaign
-from runstore.runner.executor import WorkOrder, WorkResult, WorkStatus
+from runstore.runner.coordinator import RunOptions
+from runstore.runner.coordinator import RunSummary
+from runstore.runner.coordinator import register
+from runstore.runner.coordinator import run_campaign
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 from runstore.runner.plan import plan
 
-from conformance.runner.world import (
-    SECOND,
-    Clock,
-    Events,
-    ScriptedExecutor,
-    campaign,
-    result,
-    succeeded,
-)
+from conformance.runner.world import SECOND
+from conformance.runner.world import Clock
+from conformance.runner.world import Events
+from conformance.runner.world import ScriptedExecutor
+from conformance.runner.world import campaign
+from conformance.runner.world import result
+from conformance.runner.world import succeeded
 
 
 @pytest.fixture

@@ -30,15 +30,24 @@ from runstore.errors import RunStoreError
 from runstore.requests import FirstAttempt
 from runstore.runner import attempt
 from runstore.runner.campaign import Campaign
-from runstore.runner.coordinator import LOST, RunOptions, register, run_campaign
+from runstore.runner.coordinator import LOST
+from runstore.runner.coordinator import RunOptions
+from runstore.runner.coordinator import register
+from runstore.runner.coordinator import run_campaign
 from runstore.runner.dask_executor import open_dask
 from runstore.runner.executor import WorkStatus
 from runstore.store import RunStore
 from runstore.store.store_root import create_root
 
-from conformance.cli.world import json_lines, query, runstore, start, write_campaign
+from conformance.cli.world import json_lines
+from conformance.cli.world import query
+from conformance.cli.world import runstore
+from conformance.cli.world import start
+from conformance.cli.world import write_campaign
 from conformance.runner.executor_world import gone
-from conformance.runner.world import SECOND, Clock, campaign
+from conformance.runner.world import SECOND
+from conformance.runner.world import Clock
+from conformance.runner.world import campaign
 
 pytest.importorskip("distributed", reason="the dask extra is not installed")
 

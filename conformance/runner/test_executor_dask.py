@@ -25,39 +25,40 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from runstore.errors import ExecutorUnavailableError
 from runstore.runner import dask_task
-from runstore.runner.dask_task import CANCELLED_DETAIL, Channel, runstore_version
-from runstore.runner.executor import WorkOrder, WorkResult, WorkStatus
+from runstore.runner.dask_task import CANCELLED_DETAIL
+from runstore.runner.dask_task import Channel
+from runstore.runner.dask_task import runstore_version
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 from runstore.runner.executors import open_executor
 from runstore.runner.local import LocalExecutor
 from runstore.runner.scratch_run import Kill
 
-from conformance.runner.executor_world import (
-    SLACK_S,
-    check_cancel_after_done,
-    check_exited_worker,
-    check_non_zero_exit,
-    gone,
-    order,
-    reaped,
-    run,
-    wait_for,
-)
+from conformance.runner.executor_world import SLACK_S
+from conformance.runner.executor_world import check_cancel_after_done
+from conformance.runner.executor_world import check_exited_worker
+from conformance.runner.executor_world import check_non_zero_exit
+from conformance.runner.executor_world import gone
+from conformance.runner.executor_world import order
+from conformance.runner.executor_world import reaped
+from conformance.runner.executor_world import run
+from conformance.runner.executor_world import wait_for
 
 pytest.importorskip("distributed", reason="the dask extra is not installed")
 
-from runstore.runner.dask_executor import (
-    POLL_S,
-    DaskExecutor,
-    _settled,
-    open_dask,
-)
+from runstore.runner.dask_executor import POLL_S
+from runstore.runner.dask_executor import DaskExecutor
+from runstore.runner.dask_executor import _settled
+from runstore.runner.dask_executor import open_dask
 
 ORPHAN_S = 30.0
 """The contract tests' orphan delay: long enough never to fire by itself."""

@@ -21,17 +21,15 @@ import pytest
 from runstore.runner.executor import WorkStatus
 from runstore.runner.local import LocalExecutor
 
-from conformance.runner.executor_world import (
-    SLACK_S,
-    check_cancel_after_done,
-    check_exited_worker,
-    check_non_zero_exit,
-    gone,
-    order,
-    reaped,
-    run,
-    wait_for,
-)
+from conformance.runner.executor_world import SLACK_S
+from conformance.runner.executor_world import check_cancel_after_done
+from conformance.runner.executor_world import check_exited_worker
+from conformance.runner.executor_world import check_non_zero_exit
+from conformance.runner.executor_world import gone
+from conformance.runner.executor_world import order
+from conformance.runner.executor_world import reaped
+from conformance.runner.executor_world import run
+from conformance.runner.executor_world import wait_for
 
 GRACE_S = 0.5
 

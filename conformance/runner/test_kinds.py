@@ -12,10 +12,18 @@ from pathlib import Path
 import pytest
 from runstore import RunStore
 from runstore.runner.campaign import SlotKind
-from runstore.runner.coordinator import RunOptions, RunSummary, run_campaign
-from runstore.runner.executor import WorkOrder, WorkResult, WorkStatus
+from runstore.runner.coordinator import RunOptions
+from runstore.runner.coordinator import RunSummary
+from runstore.runner.coordinator import run_campaign
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 
-from conformance.runner.world import Clock, Events, ScriptedExecutor, campaign, result
+from conformance.runner.world import Clock
+from conformance.runner.world import Events
+from conformance.runner.world import ScriptedExecutor
+from conformance.runner.world import campaign
+from conformance.runner.world import result
 
 
 def rows(root: Path, query: str) -> list[tuple[object, ...]]:

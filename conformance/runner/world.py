@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable
+from collections.abc import Collection
 from pathlib import Path
 
 import attrs
 from runstore.canonical import encode
-from runstore.runner.campaign import Campaign, Candidate, InputFile, Problem, SlotKind
-from runstore.runner.executor import WorkOrder, WorkResult, WorkStatus
+from runstore.runner.campaign import Campaign
+from runstore.runner.campaign import Candidate
+from runstore.runner.campaign import InputFile
+from runstore.runner.campaign import Problem
+from runstore.runner.campaign import SlotKind
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 
 SECOND = 10**9
 START = 1_700_000_000 * SECOND

@@ -7,7 +7,8 @@ import sqlite3
 
 import pytest
 
-from conformance.schema.rows import Rows, open_store
+from conformance.schema.rows import Rows
+from conformance.schema.rows import open_store
 
 
 @pytest.fixture

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.schema.rows import (
-    ARTIFACT_KINDS,
-    Rows,
-    check_failed,
-    count,
-    fk_failed,
-    hexdigest,
-    insert,
-    refused,
-    row_of,
-)
+from conformance.schema.rows import ARTIFACT_KINDS
+from conformance.schema.rows import Rows
+from conformance.schema.rows import check_failed
+from conformance.schema.rows import count
+from conformance.schema.rows import fk_failed
+from conformance.schema.rows import hexdigest
+from conformance.schema.rows import insert
+from conformance.schema.rows import refused
+from conformance.schema.rows import row_of
 
 DIGEST = hexdigest("content")
 

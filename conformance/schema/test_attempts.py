@@ -11,23 +11,21 @@ from typing import Any
 import pytest
 from runstore.edges import LEGAL_EDGES
 
-from conformance.schema.rows import (
-    MAX_JSON_INT,
-    PATH_TO,
-    STATES,
-    TERMINAL_STATES,
-    Rows,
-    check_failed,
-    count,
-    event_kind_for,
-    fk_failed,
-    insert,
-    open_store,
-    refused,
-    rolled_back,
-    row_of,
-    transaction,
-)
+from conformance.schema.rows import MAX_JSON_INT
+from conformance.schema.rows import PATH_TO
+from conformance.schema.rows import STATES
+from conformance.schema.rows import TERMINAL_STATES
+from conformance.schema.rows import Rows
+from conformance.schema.rows import check_failed
+from conformance.schema.rows import count
+from conformance.schema.rows import event_kind_for
+from conformance.schema.rows import fk_failed
+from conformance.schema.rows import insert
+from conformance.schema.rows import open_store
+from conformance.schema.rows import refused
+from conformance.schema.rows import rolled_back
+from conformance.schema.rows import row_of
+from conformance.schema.rows import transaction
 
 # The legal edges exist once, as data, in the model; the schema's triggers must permit
 # exactly those.

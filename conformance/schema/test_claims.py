@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.schema.rows import (
-    TERMINAL_STATES,
-    Rows,
-    check_failed,
-    count,
-    fk_failed,
-    insert,
-    refused,
-    row_of,
-)
+from conformance.schema.rows import TERMINAL_STATES
+from conformance.schema.rows import Rows
+from conformance.schema.rows import check_failed
+from conformance.schema.rows import count
+from conformance.schema.rows import fk_failed
+from conformance.schema.rows import insert
+from conformance.schema.rows import refused
+from conformance.schema.rows import row_of
 
 
 def finalizing_attempt(rows: Rows, slot: str | None = None) -> str:

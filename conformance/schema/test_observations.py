@@ -7,16 +7,14 @@ import sqlite3
 
 import pytest
 
-from conformance.schema.rows import (
-    Rows,
-    check_failed,
-    count,
-    fk_failed,
-    insert,
-    open_store,
-    refused,
-    row_of,
-)
+from conformance.schema.rows import Rows
+from conformance.schema.rows import check_failed
+from conformance.schema.rows import count
+from conformance.schema.rows import fk_failed
+from conformance.schema.rows import insert
+from conformance.schema.rows import open_store
+from conformance.schema.rows import refused
+from conformance.schema.rows import row_of
 
 
 def selection(conn: sqlite3.Connection, obs_slot: str) -> tuple[object, ...]:

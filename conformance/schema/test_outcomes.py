@@ -7,16 +7,14 @@ from typing import Any
 
 import pytest
 
-from conformance.schema.rows import (
-    TERMINAL_STATES,
-    Rows,
-    check_failed,
-    count,
-    fk_failed,
-    refused,
-    rolled_back,
-    row_of,
-)
+from conformance.schema.rows import TERMINAL_STATES
+from conformance.schema.rows import Rows
+from conformance.schema.rows import check_failed
+from conformance.schema.rows import count
+from conformance.schema.rows import fk_failed
+from conformance.schema.rows import refused
+from conformance.schema.rows import rolled_back
+from conformance.schema.rows import row_of
 
 
 def finalizing(rows: Rows, *, claimed: bool = False) -> str:

@@ -8,15 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance.schema.rows import (
-    MAX_JSON_INT,
-    MAX_NS,
-    Rows,
-    World,
-    check_failed,
-    insert,
-    transaction,
-)
+from conformance.schema.rows import MAX_JSON_INT
+from conformance.schema.rows import MAX_NS
+from conformance.schema.rows import Rows
+from conformance.schema.rows import World
+from conformance.schema.rows import check_failed
+from conformance.schema.rows import insert
+from conformance.schema.rows import transaction
 
 # (constraint, writer of the value) for every nanosecond column a writer sets directly.
 NS_COLUMNS: dict[str, tuple[str, Callable[[Rows, World, int], object]]] = {

@@ -13,17 +13,15 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance.schema.rows import (
-    STATES,
-    TERMINAL_STATES,
-    Rows,
-    count,
-    insert,
-    refused,
-    rolled_back,
-    row_of,
-    transaction,
-)
+from conformance.schema.rows import STATES
+from conformance.schema.rows import TERMINAL_STATES
+from conformance.schema.rows import Rows
+from conformance.schema.rows import count
+from conformance.schema.rows import insert
+from conformance.schema.rows import refused
+from conformance.schema.rows import rolled_back
+from conformance.schema.rows import row_of
+from conformance.schema.rows import transaction
 
 OPEN_STATES = tuple(state for state in STATES if state not in TERMINAL_STATES)
 

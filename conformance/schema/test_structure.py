@@ -8,16 +8,14 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance.schema.rows import (
-    Rows,
-    check_failed,
-    connect,
-    count,
-    create_schema,
-    open_store,
-    schema_text,
-    split_statements,
-)
+from conformance.schema.rows import Rows
+from conformance.schema.rows import check_failed
+from conformance.schema.rows import connect
+from conformance.schema.rows import count
+from conformance.schema.rows import create_schema
+from conformance.schema.rows import open_store
+from conformance.schema.rows import schema_text
+from conformance.schema.rows import split_statements
 
 TABLES = {
     "applicability_decisions",

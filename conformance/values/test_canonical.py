@@ -6,19 +6,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from runstore import canonical
-from runstore.canonical import (
-    JSON,
-    MAX_DEPTH,
-    MAX_NS,
-    MAX_SAFE_INTEGER,
-    decode,
-    decode_object,
-    encode,
-    escape_string,
-    ns_from_json,
-    ns_to_json,
-)
-from runstore.errors import InvalidCanonicalJsonError, OutOfRangeError
+from runstore.canonical import JSON
+from runstore.canonical import MAX_DEPTH
+from runstore.canonical import MAX_NS
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import decode
+from runstore.canonical import decode_object
+from runstore.canonical import encode
+from runstore.canonical import escape_string
+from runstore.canonical import ns_from_json
+from runstore.canonical import ns_to_json
+from runstore.errors import InvalidCanonicalJsonError
+from runstore.errors import OutOfRangeError
 
 # Strings without lone surrogates (Hypothesis' default alphabet excludes them).
 json_text = st.text()

@@ -9,20 +9,17 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from runstore.canonical import MAX_SAFE_INTEGER, encode
-from runstore.errors import (
-    ArtifactCorruptError,
-    InvalidRecordError,
-    OutOfRangeError,
-    UnsafeEntryError,
-)
-from runstore.manifest import (
-    ManifestFile,
-    check_entry_name,
-    manifest_bytes,
-    manifest_sha256,
-    parse_manifest,
-)
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import encode
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import InvalidRecordError
+from runstore.errors import OutOfRangeError
+from runstore.errors import UnsafeEntryError
+from runstore.manifest import ManifestFile
+from runstore.manifest import check_entry_name
+from runstore.manifest import manifest_bytes
+from runstore.manifest import manifest_sha256
+from runstore.manifest import parse_manifest
 
 EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 

@@ -10,13 +10,11 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from runstore.metrics import (
-    decimal,
-    parse_result_document,
-    result_object,
-    stored_metrics,
-    stored_value,
-)
+from runstore.metrics import decimal
+from runstore.metrics import parse_result_document
+from runstore.metrics import result_object
+from runstore.metrics import stored_metrics
+from runstore.metrics import stored_value
 
 NAMES = st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs")), min_size=1)
 NUMBERS = st.one_of(

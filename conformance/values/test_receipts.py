@@ -16,24 +16,26 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from runstore import (
-    TERMINAL_STATES,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    ClaimDisposition,
-    CommittedEvent,
-    ObservationReceipt,
-    OwnedAttempt,
-    PublishedArtifact,
-    PublishedFinalization,
-    RecoveryReport,
-    RejectedArtifact,
-    TerminalAttempt,
-    run_attempt_id,
-    testing,
-)
-from runstore.canonical import MAX_NS, MAX_SAFE_INTEGER, decode, encode, ns_from_json
+from runstore import TERMINAL_STATES
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptState
+from runstore import ClaimDisposition
+from runstore import CommittedEvent
+from runstore import ObservationReceipt
+from runstore import OwnedAttempt
+from runstore import PublishedArtifact
+from runstore import PublishedFinalization
+from runstore import RecoveryReport
+from runstore import RejectedArtifact
+from runstore import TerminalAttempt
+from runstore import run_attempt_id
+from runstore import testing
+from runstore.canonical import MAX_NS
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import decode
+from runstore.canonical import encode
+from runstore.canonical import ns_from_json
 from runstore.recovery_report import REJECTION_CODES
 
 SLOT = testing.one_shot("receipts").slot_id

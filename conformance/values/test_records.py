@@ -10,39 +10,40 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from runstore import (
-    TERMINAL_STATES,
-    ApplicabilityDecision,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptSlot,
-    AttemptState,
-    Censored,
-    ClaimDisposition,
-    Completion,
-    ExecutionKind,
-    Failed,
-    LeaseRequest,
-    Next,
-    Observation,
-    ObservationSlot,
-    ObservationSlotKind,
-    OwnedAttempt,
-    ResolvedRun,
-    Retry,
-    SlotRole,
-    TerminalAttempt,
-    run_attempt_id,
-)
-from runstore.canonical import JSON, MAX_NS, MAX_SAFE_INTEGER, decode, encode
-from runstore.errors import (
-    IdentityMismatchError,
-    InvalidCanonicalJsonError,
-    InvalidRecordError,
-    OutOfRangeError,
-    RunStoreError,
-)
-from runstore.identity import identity_input, typed_identity
+from runstore import TERMINAL_STATES
+from runstore import ApplicabilityDecision
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptSlot
+from runstore import AttemptState
+from runstore import Censored
+from runstore import ClaimDisposition
+from runstore import Completion
+from runstore import ExecutionKind
+from runstore import Failed
+from runstore import LeaseRequest
+from runstore import Next
+from runstore import Observation
+from runstore import ObservationSlot
+from runstore import ObservationSlotKind
+from runstore import OwnedAttempt
+from runstore import ResolvedRun
+from runstore import Retry
+from runstore import SlotRole
+from runstore import TerminalAttempt
+from runstore import run_attempt_id
+from runstore.canonical import JSON
+from runstore.canonical import MAX_NS
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import decode
+from runstore.canonical import encode
+from runstore.errors import IdentityMismatchError
+from runstore.errors import InvalidCanonicalJsonError
+from runstore.errors import InvalidRecordError
+from runstore.errors import OutOfRangeError
+from runstore.errors import RunStoreError
+from runstore.identity import identity_input
+from runstore.identity import typed_identity
 from runstore.records import check_store_path
 
 # --- one fixed record of each type (the pinned identities below are computed from these) ---

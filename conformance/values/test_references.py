@@ -12,7 +12,9 @@ import runstore
 from runstore import canonical
 from runstore.errors import InvalidRecordError
 from runstore.outcome_json import read_outcome
-from runstore.requests import FINAL_ROLE, LEASED_ROOT_ROLE, Reference
+from runstore.requests import FINAL_ROLE
+from runstore.requests import LEASED_ROOT_ROLE
+from runstore.requests import Reference
 from runstore.shapes import references_refusal
 
 ARTIFACT = "run-store-v1:dataset-" + "0" * 64

@@ -7,12 +7,10 @@ their contracts in the test command.
 from __future__ import annotations
 
 import pytest
-from runstore import (
-    AttemptState,
-    edges,
-    errors,
-    rules,
-)
+from runstore import AttemptState
+from runstore import edges
+from runstore import errors
+from runstore import rules
 from runstore.edges import LEGAL_EDGES
 
 # --- edges -----------------------------------------------------------------------------

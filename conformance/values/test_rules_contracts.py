@@ -11,7 +11,10 @@ role, then artifact id (section 7).
 from __future__ import annotations
 
 import pytest
-from runstore import canonical, errors, payloads, rules
+from runstore import canonical
+from runstore import errors
+from runstore import payloads
+from runstore import rules
 
 MAX_INDEX = 2**53 - 1
 

@@ -9,8 +9,12 @@ import hashlib
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from runstore.errors import ArtifactCorruptError, InvalidRecordError
-from runstore.tree_hash import DOMAIN, Entry, TreeHasher, tree_sha256
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import InvalidRecordError
+from runstore.tree_hash import DOMAIN
+from runstore.tree_hash import Entry
+from runstore.tree_hash import TreeHasher
+from runstore.tree_hash import tree_sha256
 
 # metewand-v1-formats.md, "Golden digests".
 GOLDEN_DATA = [

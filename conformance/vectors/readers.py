@@ -12,35 +12,34 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runstore import (
-    Accepted,
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    AttemptState,
-    Censored,
-    ClaimDisposition,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
-    Observation,
-    ObservationReceipt,
-    ObservationSlot,
-    OwnedAttempt,
-    RecoveryReport,
-    Reference,
-    ResolvedRun,
-    Retry,
-    RetryAuthorization,
-    Superseded,
-    TerminalAttempt,
-    TerminalOutcome,
-)
+from runstore import Accepted
+from runstore import ApplicabilityDecision
+from runstore import ArtifactRegistration
+from runstore import AttemptSlot
+from runstore import AttemptState
+from runstore import Censored
+from runstore import ClaimDisposition
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import LeaseRequest
+from runstore import Next
+from runstore import Observation
+from runstore import ObservationReceipt
+from runstore import ObservationSlot
+from runstore import OwnedAttempt
+from runstore import RecoveryReport
+from runstore import Reference
+from runstore import ResolvedRun
+from runstore import Retry
+from runstore import RetryAuthorization
+from runstore import Superseded
+from runstore import TerminalAttempt
+from runstore import TerminalOutcome
 from runstore.canonical import ns_from_json
 from runstore.testing.lockstep import Writer
 

@@ -19,10 +19,14 @@ from typing import Any
 
 import pytest
 from runstore.errors import RunStoreError
-from runstore.manifest import ManifestFile, check_entry_name, manifest_bytes, parse_manifest
+from runstore.manifest import ManifestFile
+from runstore.manifest import check_entry_name
+from runstore.manifest import manifest_bytes
+from runstore.manifest import parse_manifest
 from runstore.model import content
 from runstore.store.publication import objects
-from runstore.tree_hash import Entry, tree_sha256
+from runstore.tree_hash import Entry
+from runstore.tree_hash import tree_sha256
 from vectorgen import content as generator
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,25 +16,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import (
-    OwnedAttempt,
-    Reference,
-    RunStore,
-    TerminalOutcome,
-)
+from runstore import OwnedAttempt
+from runstore import Reference
+from runstore import RunStore
+from runstore import TerminalOutcome
 from runstore import model as m
-from runstore.canonical import decode, encode, ns_from_json
+from runstore.canonical import decode
+from runstore.canonical import encode
+from runstore.canonical import ns_from_json
 from runstore.model import outcome_document as model_builder
 from runstore.store.publication import outcome_document as store_builder
-from runstore.testing.lockstep import ModelWriter, Writer
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import Writer
 
-from conformance.vectors.readers import (
-    assert_current,
-    outcome_of,
-    read_vector_file,
-    references_of,
-    replay_checked,
-)
+from conformance.vectors.readers import assert_current
+from conformance.vectors.readers import outcome_of
+from conformance.vectors.readers import read_vector_file
+from conformance.vectors.readers import references_of
+from conformance.vectors.readers import replay_checked
 
 TERMINAL = {"accepted", "censored", "failed", "superseded"}
 

@@ -19,20 +19,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import (
-    TERMINAL_STATES,
-    AttemptState,
-    OwnedAttempt,
-    RunStore,
-)
+from runstore import TERMINAL_STATES
+from runstore import AttemptState
+from runstore import OwnedAttempt
+from runstore import RunStore
 from runstore import model as m
-from runstore.canonical import decode, encode
+from runstore.canonical import decode
+from runstore.canonical import encode
 from runstore.model import outcome_document as model_builder
 from runstore.store.publication import objects
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter
 
-from conformance.vectors.readers import assert_current, read_vector_file, replay_checked
+from conformance.vectors.readers import assert_current
+from conformance.vectors.readers import read_vector_file
+from conformance.vectors.readers import replay_checked
 
 NONTERMINAL = {state.value for state in AttemptState if state not in TERMINAL_STATES}
 

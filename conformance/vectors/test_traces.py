@@ -19,7 +19,8 @@ import gen_spec
 import pytest
 import typer
 from runstore.testing.scenarios import SCENARIOS
-from runstore.testing.trace import main, render_scenario
+from runstore.testing.trace import main
+from runstore.testing.trace import render_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "vectors" / "traces"

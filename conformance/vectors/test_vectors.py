@@ -23,24 +23,28 @@ from typing import Any
 
 import attrs
 import pytest
-from runstore import (
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    AttemptState,
-    CommittedEvent,
-    Observation,
-    ObservationSlot,
-    OwnedAttempt,
-    ResolvedRun,
-    RunStore,
-    TerminalAttempt,
-)
-from runstore.canonical import decode, encode, ns_from_json, ns_to_json
+from runstore import ApplicabilityDecision
+from runstore import ArtifactRegistration
+from runstore import AttemptSlot
+from runstore import AttemptState
+from runstore import CommittedEvent
+from runstore import Observation
+from runstore import ObservationSlot
+from runstore import OwnedAttempt
+from runstore import ResolvedRun
+from runstore import RunStore
+from runstore import TerminalAttempt
+from runstore.canonical import decode
+from runstore.canonical import encode
+from runstore.canonical import ns_from_json
+from runstore.canonical import ns_to_json
 from runstore.errors import RunStoreError
-from runstore.identity import PREFIXES, identity_input, run_attempt_id
+from runstore.identity import PREFIXES
+from runstore.identity import identity_input
+from runstore.identity import run_attempt_id
 from runstore.testing.lockstep import ModelWriter
-from runstore.testing.script import GUARDED, Call
+from runstore.testing.script import GUARDED
+from runstore.testing.script import Call
 
 from conformance.vectors.readers import replay_checked
 

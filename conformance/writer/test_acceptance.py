@@ -12,20 +12,18 @@ Stream, fresh-observation and warm-up slots are registered with the public
 from __future__ import annotations
 
 import attrs
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    Completion,
-    ExecutionKind,
-    Failed,
-    Next,
-    OwnedAttempt,
-    Retry,
-    SlotRole,
-    Superseded,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Censored
+from runstore import Completion
+from runstore import ExecutionKind
+from runstore import Failed
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import Retry
+from runstore import SlotRole
+from runstore import Superseded
 from runstore.testing import fixtures as sc
 
 from conformance.writer.world import World

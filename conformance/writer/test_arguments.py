@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -30,38 +31,41 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-from runstore import (
-    Accepted,
-    ApplicabilityDecision,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptSlot,
-    AttemptState,
-    Censored,
-    ExecutionKind,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
-    Observation,
-    ObservationSlot,
-    OwnedAttempt,
-    Reference,
-    ResolvedRun,
-    Retry,
-    RunStoreError,
-    Superseded,
-    arguments,
-)
+from runstore import Accepted
+from runstore import ApplicabilityDecision
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptSlot
+from runstore import AttemptState
+from runstore import Censored
+from runstore import ExecutionKind
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import LeaseRequest
+from runstore import Next
+from runstore import Observation
+from runstore import ObservationSlot
+from runstore import OwnedAttempt
+from runstore import Reference
+from runstore import ResolvedRun
+from runstore import Retry
+from runstore import RunStoreError
+from runstore import Superseded
+from runstore import arguments
 from runstore import model as m
 from runstore.errors import InvalidRecordError
 from runstore.testing import fixtures as sc
-from runstore.testing.lockstep import ModelRefusal, ModelWriter
-from runstore.testing.publishing import at, files
+from runstore.testing.lockstep import ModelRefusal
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.publishing import at
+from runstore.testing.publishing import files
 
-from conformance.writer.world import EXPIRES, World
+from conformance.writer.world import EXPIRES
+from conformance.writer.world import World
 
 # --- the operations' arguments, as data ---------------------------------------------------
 

@@ -14,24 +14,23 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from runstore import (
-    Accepted,
-    AttemptState,
-    Censored,
-    CommittedEvent,
-    Failed,
-    FirstAttempt,
-    Next,
-    Retry,
-    RunStore,
-    Superseded,
-    sql,
-)
+from runstore import Accepted
+from runstore import AttemptState
+from runstore import Censored
+from runstore import CommittedEvent
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import Next
+from runstore import Retry
+from runstore import RunStore
+from runstore import Superseded
+from runstore import sql
 from runstore.canonical import JSON
 from runstore.errors import DatabaseError
 from runstore.testing import fixtures as sc
 
-from conformance.writer.world import World, read
+from conformance.writer.world import World
+from conformance.writer.world import read
 
 SLOT = "attempt-slot:v1:e03f68e943d9b0a003f4d4dacdd8bc41c65477982bb7a06e67a4eeeaa9b353dc"
 A0 = "attempt:v1:0232f8bfc11d6c5c5735b44aa1119381226475fd32bc85934530bb15863980a5"

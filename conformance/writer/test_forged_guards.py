@@ -15,10 +15,13 @@ from collections.abc import Callable
 
 import attrs
 import pytest
-from runstore import AttemptState, OwnedAttempt, RunStoreError
+from runstore import AttemptState
+from runstore import OwnedAttempt
+from runstore import RunStoreError
 from runstore.testing import fixtures as sc
 
-from conformance.writer.world import EXPIRES, World
+from conformance.writer.world import EXPIRES
+from conformance.writer.world import World
 
 S = AttemptState
 

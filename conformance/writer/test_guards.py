@@ -8,14 +8,23 @@ after the terminal commit, and an expired finalization claim.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 
 import attrs
 import pytest
-from runstore import Accepted, AttemptState, Failed, Next, OwnedAttempt, RunStore, RunStoreError
+from runstore import Accepted
+from runstore import AttemptState
+from runstore import Failed
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import RunStore
+from runstore import RunStoreError
 from runstore.testing import fixtures as sc
 
-from conformance.writer.world import EXPIRES, Workers, World
+from conformance.writer.world import EXPIRES
+from conformance.writer.world import Workers
+from conformance.writer.world import World
 
 S = AttemptState
 LEASES = (

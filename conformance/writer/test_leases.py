@@ -13,10 +13,13 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from runstore import AttemptState, OwnedAttempt, RunStoreError
+from runstore import AttemptState
+from runstore import OwnedAttempt
+from runstore import RunStoreError
 from runstore.testing import fixtures as sc
 
-from conformance.writer.world import EXPIRES, World
+from conformance.writer.world import EXPIRES
+from conformance.writer.world import World
 
 S = AttemptState
 EXPIRIES = "SELECT id, expires_at_ns, released_at_ns FROM leases ORDER BY fencing_token"

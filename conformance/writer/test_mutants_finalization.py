@@ -4,7 +4,10 @@ real store in lockstep with the model."""
 
 from __future__ import annotations
 
-from runstore import ArtifactKind, AttemptState, Failed, Reference
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Failed
+from runstore import Reference
 from runstore.testing import fixtures as sc
 
 from conformance.writer.world import World

@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    Failed,
-    Next,
-    Reference,
-    Superseded,
-    TerminalOutcome,
-    canonical,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Censored
+from runstore import Failed
+from runstore import Next
+from runstore import Reference
+from runstore import Superseded
+from runstore import TerminalOutcome
+from runstore import canonical
 from runstore.edges import EXECUTION_EDGES
 from runstore.testing import fixtures as sc
 
-from conformance.writer.world import EXPIRES, World
+from conformance.writer.world import EXPIRES
+from conformance.writer.world import World
 
 S = AttemptState
 ATTEMPT_ROW = (

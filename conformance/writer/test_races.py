@@ -13,11 +13,18 @@ from collections.abc import Iterator
 from functools import partial
 
 import pytest
-from runstore import ClaimDisposition, FirstAttempt, Next, OwnedAttempt, Retry, run_attempt_id
+from runstore import ClaimDisposition
+from runstore import FirstAttempt
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import Retry
+from runstore import run_attempt_id
 from runstore.testing import fixtures as sc
 from runstore.testing.lockstep import outcome
 
-from conformance.writer.world import EXPIRES, Workers, World
+from conformance.writer.world import EXPIRES
+from conformance.writer.world import Workers
+from conformance.writer.world import World
 
 ROUNDS = 5
 OWNERS = (sc.OWNER, sc.OTHER_OWNER)

@@ -13,13 +13,11 @@ from collections.abc import Callable
 
 import attrs
 import pytest
-from runstore import (
-    Accepted,
-    ExecutionKind,
-    ObservationSlot,
-    ObservationSlotKind,
-    SlotRole,
-)
+from runstore import Accepted
+from runstore import ExecutionKind
+from runstore import ObservationSlot
+from runstore import ObservationSlotKind
+from runstore import SlotRole
 from runstore.testing import factories
 from runstore.testing import fixtures as sc
 from runstore.testing.lockstep import Writer

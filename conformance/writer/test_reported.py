@@ -15,21 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    CommittedEvent,
-    Failed,
-    FirstAttempt,
-    Next,
-    ObservationReceipt,
-    Reference,
-    RunStoreError,
-    canonical,
-    rules,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import CommittedEvent
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import Next
+from runstore import ObservationReceipt
+from runstore import Reference
+from runstore import RunStoreError
+from runstore import canonical
 from runstore import model as m
+from runstore import rules
 from runstore.testing import fixtures as sc
 
 from conformance.writer.world import World

@@ -9,20 +9,19 @@ The next retry index is the number of attempts the slot has. ``FirstAttempt()`` 
 from __future__ import annotations
 
 import pytest
-from runstore import (
-    Accepted,
-    AttemptState,
-    FirstAttempt,
-    Next,
-    OwnedAttempt,
-    Retry,
-    RetryAuthorization,
-    run_attempt_id,
-)
+from runstore import Accepted
+from runstore import AttemptState
+from runstore import FirstAttempt
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import Retry
+from runstore import RetryAuthorization
+from runstore import run_attempt_id
 from runstore.errors import InvalidRecordError
 from runstore.testing import fixtures as sc
 
-from conformance.writer.world import EXPIRES, World
+from conformance.writer.world import EXPIRES
+from conformance.writer.world import World
 
 
 def with_attempts(world: World, count: int) -> sc.SlotFixture:

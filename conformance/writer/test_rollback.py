@@ -12,22 +12,21 @@ import sqlite3
 from collections.abc import Callable
 
 import pytest
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    AttemptState,
-    Censored,
-    Failed,
-    Next,
-    OwnedAttempt,
-    Reference,
-    TerminalOutcome,
-    sql,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import AttemptState
+from runstore import Censored
+from runstore import Failed
+from runstore import Next
+from runstore import OwnedAttempt
+from runstore import Reference
+from runstore import TerminalOutcome
+from runstore import sql
 from runstore.errors import DatabaseError
 from runstore.testing import fixtures as sc
 
-from conformance.writer.world import EXPIRES, World
+from conformance.writer.world import EXPIRES
+from conformance.writer.world import World
 
 S = AttemptState
 

@@ -28,47 +28,58 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import Phase, event, settings
+from hypothesis import Phase
+from hypothesis import event
+from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from runstore import (
-    TERMINAL_STATES,
-    Accepted,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptSlot,
-    AttemptState,
-    Censored,
-    Completion,
-    ExecutionKind,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
-    Observation,
-    OwnedAttempt,
-    PublishedArtifact,
-    PublishedFinalization,
-    Reference,
-    Retry,
-    RunStore,
-    RunStoreError,
-    SlotRole,
-    Superseded,
-    edges,
-    payloads,
-    sql,
-)
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import initialize
+from hypothesis.stateful import invariant
+from hypothesis.stateful import rule
+from runstore import TERMINAL_STATES
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptSlot
+from runstore import AttemptState
+from runstore import Censored
+from runstore import Completion
+from runstore import ExecutionKind
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import LeaseRequest
+from runstore import Next
+from runstore import Observation
+from runstore import OwnedAttempt
+from runstore import PublishedArtifact
+from runstore import PublishedFinalization
+from runstore import Reference
+from runstore import Retry
+from runstore import RunStore
+from runstore import RunStoreError
+from runstore import SlotRole
+from runstore import Superseded
+from runstore import edges
 from runstore import model as m
+from runstore import payloads
+from runstore import sql
 from runstore.audit import audit_connection
-from runstore.audit.projection import model_projection, store_projection
-from runstore.store import attempts, finalization
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
+from runstore.store import attempts
+from runstore.store import finalization
 from runstore.store.guard import load_attempt
-from runstore.store.publication import objects, staging
+from runstore.store.publication import objects
+from runstore.store.publication import staging
 from runstore.testing import fixtures as sc
 from runstore.testing.disk import disk_view
-from runstore.testing.lockstep import ModelWriter, StageTokens, Writer, lockstep
-from runstore.testing.publishing import ClockScript, Payload, at
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import StageTokens
+from runstore.testing.lockstep import Writer
+from runstore.testing.lockstep import lockstep
+from runstore.testing.publishing import ClockScript
+from runstore.testing.publishing import Payload
+from runstore.testing.publishing import at
 
 OWNERS = (sc.OWNER, sc.OTHER_OWNER)
 LEASE_IDS = tuple(f"lease-{n}" for n in range(10))

@@ -20,39 +20,43 @@ import multiprocessing
 import multiprocessing.synchronize
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from multiprocessing.context import SpawnProcess
 from multiprocessing.queues import Queue
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
 import pytest
-from runstore import (
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    ClaimDisposition,
-    CommittedEvent,
-    Completion,
-    ExecutionKind,
-    FirstAttempt,
-    LeaseRequest,
-    Observation,
-    ObservationReceipt,
-    ObservationSlot,
-    OwnedAttempt,
-    Reference,
-    RetryAuthorization,
-    RunStore,
-    RunStoreError,
-    SlotRole,
-    TerminalAttempt,
-    TerminalOutcome,
-)
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptState
+from runstore import ClaimDisposition
+from runstore import CommittedEvent
+from runstore import Completion
+from runstore import ExecutionKind
+from runstore import FirstAttempt
+from runstore import LeaseRequest
+from runstore import Observation
+from runstore import ObservationReceipt
+from runstore import ObservationSlot
+from runstore import OwnedAttempt
+from runstore import Reference
+from runstore import RetryAuthorization
+from runstore import RunStore
+from runstore import RunStoreError
+from runstore import SlotRole
+from runstore import TerminalAttempt
+from runstore import TerminalOutcome
 from runstore import model as m
-from runstore.audit.projection import Projection, model_projection, store_projection
+from runstore.audit.projection import Projection
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
 from runstore.testing import fixtures as sc
 from runstore.testing.disk import disk_view
-from runstore.testing.lockstep import ModelWriter, Writer, lockstep
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import Writer
+from runstore.testing.lockstep import lockstep
 
 T = TypeVar("T")
 Row = tuple[Any, ...]

@@ -30,7 +30,8 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
+from typing import NoReturn
 
 Codec = tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]
 

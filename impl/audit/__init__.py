@@ -19,10 +19,19 @@ import attrs
 from runstore.canonical import JSON
 from runstore.inspection.snapshot import Snapshot
 
-from .partition import Partition, counter_divergence, split
-from .projection import Projection, attempt_row, connection_projection, model_projection
-from .replay import Diverged, Divergence, Replay
-from .stored import StoredEvent, Unreadable, read
+from .partition import Partition
+from .partition import counter_divergence
+from .partition import split
+from .projection import Projection
+from .projection import attempt_row
+from .projection import connection_projection
+from .projection import model_projection
+from .replay import Diverged
+from .replay import Divergence
+from .replay import Replay
+from .stored import StoredEvent
+from .stored import Unreadable
+from .stored import read
 
 
 @attrs.frozen(kw_only=True)

@@ -13,7 +13,8 @@ Every projection row must fall in some partition (:func:`unassigned`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -22,7 +23,8 @@ from runstore.model.state import LeaseRow
 
 from .projection import Projection
 from .replay import Divergence
-from .stored import Stored, StoredEvent
+from .stored import Stored
+from .stored import StoredEvent
 
 Row = tuple[Any, ...]
 

@@ -13,7 +13,8 @@ import sqlite3
 from typing import Any
 
 from runstore import canonical
-from runstore.model.state import AttemptRow, ModelState
+from runstore.model.state import AttemptRow
+from runstore.model.state import ModelState
 
 Projection = dict[str, Any]
 

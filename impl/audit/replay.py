@@ -18,45 +18,49 @@ up front.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
-from runstore import canonical, payloads, rules
+from runstore import canonical
+from runstore import payloads
+from runstore import rules
 from runstore.canonical import JSON
-from runstore.enums import AttemptState, LeasePurpose
+from runstore.enums import AttemptState
+from runstore.enums import LeasePurpose
 from runstore.errors import InvalidRecordError
-from runstore.model import (
-    ModelState,
-    Refusal,
-    advance,
-    begin_finalization,
-    commit_finalization,
-    register_observation,
-    register_slots,
-    reserve,
-)
+from runstore.model import ModelState
+from runstore.model import Refusal
+from runstore.model import advance
+from runstore.model import begin_finalization
+from runstore.model import commit_finalization
+from runstore.model import register_observation
+from runstore.model import register_slots
+from runstore.model import reserve
 from runstore.model.artifacts import with_artifact
-from runstore.model.finalization import finish, finishing_refusal
-from runstore.model.recovery import Recoverable, interrupted_failure
+from runstore.model.finalization import finish
+from runstore.model.finalization import finishing_refusal
+from runstore.model.recovery import Recoverable
+from runstore.model.recovery import interrupted_failure
 from runstore.model.recovery_checks import cause_at
-from runstore.model.state import AttemptRow, put
+from runstore.model.state import AttemptRow
+from runstore.model.state import put
 from runstore.receipts import OwnedAttempt
-from runstore.requests import (
-    Accepted,
-    Censored,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Reference,
-    Retry,
-    RetryAuthorization,
-    Superseded,
-    TerminalOutcome,
-    interrupted_claims,
-)
+from runstore.requests import Accepted
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import FirstAttempt
+from runstore.requests import LeaseRequest
+from runstore.requests import Reference
+from runstore.requests import Retry
+from runstore.requests import RetryAuthorization
+from runstore.requests import Superseded
+from runstore.requests import TerminalOutcome
+from runstore.requests import interrupted_claims
 
-from .stored import Stored, StoredEvent
+from .stored import Stored
+from .stored import StoredEvent
 
 
 @attrs.frozen(kw_only=True)

@@ -15,17 +15,16 @@ from typing import Any
 
 import attrs
 from runstore.canonical import JSON
-from runstore.enums import ArtifactKind, LeasePurpose
+from runstore.enums import ArtifactKind
+from runstore.enums import LeasePurpose
 from runstore.errors import RunStoreError
 from runstore.model.state import LeaseRow
-from runstore.records import (
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    Observation,
-    ObservationSlot,
-    ResolvedRun,
-)
+from runstore.records import ApplicabilityDecision
+from runstore.records import ArtifactRegistration
+from runstore.records import AttemptSlot
+from runstore.records import Observation
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
 
 
 class Unreadable(Exception):

@@ -7,6 +7,7 @@ application and its commands, ``output`` what they print (JSON, progress, tables
 nothing imports it.
 """
 
-from runstore.cli.app import app, main
+from runstore.cli.app import app
+from runstore.cli.app import main
 
 __all__ = ["app", "main"]

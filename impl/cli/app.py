@@ -12,16 +12,20 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
+from typing import Any
+from typing import NoReturn
 
 import typer
 from rich.table import Table
 from runstore.canonical import JSON
-from runstore.cli import output, render
+from runstore.cli import output
+from runstore.cli import render
 from runstore.errors import RunStoreError
 
 EXIT_OK = 0
@@ -123,7 +127,8 @@ def run(
 ) -> None:
     """Register CAMPAIGN's slots and run every unsatisfied one to a terminal outcome."""
     from runstore.runner.campaign_file import load_campaign
-    from runstore.runner.coordinator import RunOptions, run_campaign
+    from runstore.runner.coordinator import RunOptions
+    from runstore.runner.coordinator import run_campaign
     from runstore.runner.executors import open_executor
     from runstore.store import RunStore
     from runstore.store.store_root import create_root

@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import TextIO
 
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn
+from rich.progress import MofNCompleteColumn
+from rich.progress import Progress
+from rich.progress import TextColumn
+from rich.progress import TimeRemainingColumn
 from rich.table import Table
 from runstore.canonical import JSON
 

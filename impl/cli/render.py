@@ -8,8 +8,10 @@ Rules of this file: rendering only, from the reader's JSON documents (the same o
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import Protocol
 
 from rich.table import Table
 from runstore.cli.output import table

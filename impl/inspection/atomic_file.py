@@ -17,11 +17,14 @@ import contextlib
 import io
 import os
 import secrets
-from typing import BinaryIO, Final
+from typing import BinaryIO
+from typing import Final
 
 import attrs
 from runstore import durable
-from runstore.errors import DurabilityError, InvalidRecordError, UnsafePathError
+from runstore.errors import DurabilityError
+from runstore.errors import InvalidRecordError
+from runstore.errors import UnsafePathError
 
 _CREATE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_MODE: Final = 0o666  # narrowed by the umask, like any file the user creates

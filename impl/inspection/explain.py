@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeVar, cast
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import Final
+from typing import TypeVar
+from typing import cast
 
 import attrs
 from runstore import sql
 from runstore.canonical import JSON
 from runstore.errors import UnknownSlotError
-from runstore.inspection.reader import SlotSummary, summarize
+from runstore.inspection.reader import SlotSummary
+from runstore.inspection.reader import summarize
 from runstore.inspection.snapshot import Snapshot
 
 T = TypeVar("T")

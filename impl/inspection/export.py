@@ -22,28 +22,26 @@ import os
 import sqlite3
 import stat
 from collections.abc import Iterable
-from typing import BinaryIO, Final
+from typing import BinaryIO
+from typing import Final
 
 import attrs
 from runstore import durable
 from runstore.canonical import JSON
-from runstore.errors import (
-    ArtifactCorruptError,
-    DurabilityError,
-    InvalidRecordError,
-    UnsafePathError,
-)
-from runstore.inspection.atomic_file import AtomicFiles, refuse_inside_store
-from runstore.inspection.export_rows import (
-    ATTEMPT_COLUMNS,
-    METRIC_COLUMNS,
-    OBSERVATION_COLUMNS,
-    ArtifactRef,
-    CsvRow,
-    accepted_results,
-    attempt_rows,
-    observation_rows,
-)
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import DurabilityError
+from runstore.errors import InvalidRecordError
+from runstore.errors import UnsafePathError
+from runstore.inspection.atomic_file import AtomicFiles
+from runstore.inspection.atomic_file import refuse_inside_store
+from runstore.inspection.export_rows import ATTEMPT_COLUMNS
+from runstore.inspection.export_rows import METRIC_COLUMNS
+from runstore.inspection.export_rows import OBSERVATION_COLUMNS
+from runstore.inspection.export_rows import ArtifactRef
+from runstore.inspection.export_rows import CsvRow
+from runstore.inspection.export_rows import accepted_results
+from runstore.inspection.export_rows import attempt_rows
+from runstore.inspection.export_rows import observation_rows
 from runstore.inspection.snapshot import Snapshot
 from runstore.store.publication import objects
 

@@ -14,19 +14,21 @@ verifies them. Slot summaries and their merged metrics come from
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
+from typing import Final
 
 import attrs
 from runstore import sql
-from runstore.canonical import JSON, encode, ns_to_json
-from runstore.inspection.reader import (
-    CAMPAIGN_CLAUSE,
-    SlotSummary,
-    campaign_of,
-    observation_metrics,
-    summarize,
-)
+from runstore.canonical import JSON
+from runstore.canonical import encode
+from runstore.canonical import ns_to_json
+from runstore.inspection.reader import CAMPAIGN_CLAUSE
+from runstore.inspection.reader import SlotSummary
+from runstore.inspection.reader import campaign_of
+from runstore.inspection.reader import observation_metrics
+from runstore.inspection.reader import summarize
 
 PAGE_ROWS: Final = 1000
 """Rows per page of ``attempts.csv`` and ``observations.csv``."""

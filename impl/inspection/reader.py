@@ -16,13 +16,15 @@ import enum
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
 from runstore import sql
 from runstore.canonical import JSON
-from runstore.enums import TERMINAL_STATES, AttemptState
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
 from runstore.inspection.snapshot import Snapshot
 from runstore.metrics import stored_metrics
 

@@ -14,13 +14,18 @@ result is decided here once (:func:`_cell`): its non-warm-up slots.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from html import escape
 from typing import Final
 
 import attrs
 from runstore.inspection import svg
-from runstore.inspection.reader import SlotState, SlotSummary, StatusReport, campaign_of
+from runstore.inspection.reader import SlotState
+from runstore.inspection.reader import SlotSummary
+from runstore.inspection.reader import StatusReport
+from runstore.inspection.reader import campaign_of
 from runstore.inspection.report_style import STYLE
 
 STATES: Final = (

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 
-from runstore.errors import InvalidRecordError, UnsafePathError
-from runstore.inspection.atomic_file import AtomicFiles, refuse_inside_store
+from runstore.errors import InvalidRecordError
+from runstore.errors import UnsafePathError
+from runstore.inspection.atomic_file import AtomicFiles
+from runstore.inspection.atomic_file import refuse_inside_store
 from runstore.inspection.reader import status
 from runstore.inspection.report import render_report
 from runstore.inspection.snapshot import Snapshot

@@ -21,19 +21,19 @@ import sqlite3
 import stat
 import tempfile
 import time
-from typing import BinaryIO, Final
+from typing import BinaryIO
+from typing import Final
 
 from runstore import sql
-from runstore.errors import (
-    InspectionUnsafeError,
-    InspectionUnstableError,
-    InvalidRecordError,
-    StoreClosedError,
-    UnknownSchemaVersionError,
-    UnsafePathError,
-    UnversionedDatabaseError,
-)
-from runstore.store import schema_check, store_root
+from runstore.errors import InspectionUnsafeError
+from runstore.errors import InspectionUnstableError
+from runstore.errors import InvalidRecordError
+from runstore.errors import StoreClosedError
+from runstore.errors import UnknownSchemaVersionError
+from runstore.errors import UnsafePathError
+from runstore.errors import UnversionedDatabaseError
+from runstore.store import schema_check
+from runstore.store import store_root
 from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION
 
 WAL_NAME: Final = f"{store_root.DATABASE_NAME}-wal"

@@ -11,8 +11,12 @@ report's business (:mod:`runstore.inspection.report`); this file only draws.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from decimal import ROUND_CEILING
+from decimal import ROUND_FLOOR
+from decimal import Decimal
 from html import escape
 from typing import Final
 

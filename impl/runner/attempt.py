@@ -13,34 +13,38 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
 import attrs
-from runstore.canonical import JSON, encode
-from runstore.enums import ArtifactKind, AttemptState, Completion, ExecutionKind, SlotRole
+from runstore.canonical import JSON
+from runstore.canonical import encode
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.enums import Completion
+from runstore.enums import ExecutionKind
+from runstore.enums import SlotRole
 from runstore.errors import AcceptanceUnsatisfiedError
-from runstore.receipts import OwnedAttempt, TerminalAttempt
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import TerminalAttempt
 from runstore.records import Observation
-from runstore.requests import (
-    Accepted,
-    Failed,
-    LeaseRequest,
-    Reference,
-    RetryAuthorization,
-    Superseded,
-)
+from runstore.requests import Accepted
+from runstore.requests import Failed
+from runstore.requests import LeaseRequest
+from runstore.requests import Reference
+from runstore.requests import RetryAuthorization
+from runstore.requests import Superseded
 from runstore.runner.campaign import InputFile
-from runstore.runner.executor import WorkOrder, WorkResult
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
 from runstore.runner.plan import SlotPlan
-from runstore.runner.worker_result import (
-    INPUT_CHANGED,
-    RESULT_MISSING,
-    Failure,
-    Success,
-    judge,
-    output_problem,
-    text,
-)
+from runstore.runner.worker_result import INPUT_CHANGED
+from runstore.runner.worker_result import RESULT_MISSING
+from runstore.runner.worker_result import Failure
+from runstore.runner.worker_result import Success
+from runstore.runner.worker_result import judge
+from runstore.runner.worker_result import output_problem
+from runstore.runner.worker_result import text
 from runstore.store import RunStore
 
 Clock = Callable[[], int]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import enum
 
 import attrs
-from runstore.canonical import JSON, decode_object
+from runstore.canonical import JSON
+from runstore.canonical import decode_object
 
 
 class SlotKind(enum.Enum):

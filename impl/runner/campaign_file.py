@@ -17,14 +17,27 @@ import re
 import stat
 import tomllib
 from collections.abc import Callable
-from typing import Final, NoReturn
+from typing import Final
+from typing import NoReturn
 
 import attrs
-from runstore.canonical import JSON, MAX_DEPTH, MAX_SAFE_INTEGER, encode
-from runstore.errors import CampaignInvalidError, InvalidCanonicalJsonError, InvalidRecordError
-from runstore.runner.campaign import Campaign, Candidate, InputFile, Problem, SlotKind
-from runstore.runner.executor import PLACEHOLDERS, expand_command
-from runstore.validation import MAX_NAME_LENGTH, check_store_path, is_control
+from runstore.canonical import JSON
+from runstore.canonical import MAX_DEPTH
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import encode
+from runstore.errors import CampaignInvalidError
+from runstore.errors import InvalidCanonicalJsonError
+from runstore.errors import InvalidRecordError
+from runstore.runner.campaign import Campaign
+from runstore.runner.campaign import Candidate
+from runstore.runner.campaign import InputFile
+from runstore.runner.campaign import Problem
+from runstore.runner.campaign import SlotKind
+from runstore.runner.executor import PLACEHOLDERS
+from runstore.runner.executor import expand_command
+from runstore.validation import MAX_NAME_LENGTH
+from runstore.validation import check_store_path
+from runstore.validation import is_control
 
 MAX_PAIRS: Final = 10_000
 """Most candidate x problem pairs one campaign may have."""

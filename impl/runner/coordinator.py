@@ -19,27 +19,30 @@ from typing import Protocol
 import attrs
 from runstore.canonical import JSON
 from runstore.enums import AttemptState
-from runstore.errors import (
-    AttemptTerminalError,
-    BusyError,
-    ClaimExpiredError,
-    InvalidRecordError,
-    LeaseExpiredError,
-    LeaseReleasedError,
-    RegistrationConflictError,
-    RetryBoundExceededError,
-    RetryNotAuthorizedError,
-    RunStoreError,
-    SlotSatisfiedError,
-    StaleRevisionError,
-)
+from runstore.errors import AttemptTerminalError
+from runstore.errors import BusyError
+from runstore.errors import ClaimExpiredError
+from runstore.errors import InvalidRecordError
+from runstore.errors import LeaseExpiredError
+from runstore.errors import LeaseReleasedError
+from runstore.errors import RegistrationConflictError
+from runstore.errors import RetryBoundExceededError
+from runstore.errors import RetryNotAuthorizedError
+from runstore.errors import RunStoreError
+from runstore.errors import SlotSatisfiedError
+from runstore.errors import StaleRevisionError
 from runstore.recovery_report import RecoveryReport
 from runstore.requests import RetryAuthorization
 from runstore.runner import attempt
 from runstore.runner.campaign import Campaign
-from runstore.runner.executor import Executor, WorkHandle
-from runstore.runner.plan import SlotPlan, candidate_id, conflicts, plan
-from runstore.runner.schedule import RetryPolicy, Schedule
+from runstore.runner.executor import Executor
+from runstore.runner.executor import WorkHandle
+from runstore.runner.plan import SlotPlan
+from runstore.runner.plan import candidate_id
+from runstore.runner.plan import conflicts
+from runstore.runner.plan import plan
+from runstore.runner.schedule import RetryPolicy
+from runstore.runner.schedule import Schedule
 from runstore.store import RunStore
 
 Clock = Callable[[], int]

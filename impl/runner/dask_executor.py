@@ -21,11 +21,19 @@ import secrets
 import threading
 import time
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Final
 
 from runstore.errors import ExecutorUnavailableError
-from runstore.runner.dask_task import Channel, run_task, runstore_version
-from runstore.runner.executor import Executor, WorkHandle, WorkOrder, WorkResult, WorkStatus
+from runstore.runner.dask_task import Channel
+from runstore.runner.dask_task import run_task
+from runstore.runner.dask_task import runstore_version
+from runstore.runner.executor import Executor
+from runstore.runner.executor import WorkHandle
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 from runstore.runner.scratch_run import unrun
 
 CONNECT_TIMEOUT_S: Final = 10.0
@@ -274,7 +282,8 @@ def open_dask(scheduler: str | None, workers: int | None, *, orphan_after_s: flo
     this runstore version; whatever was started is closed again."""
     try:
         import dask
-        from distributed import Client, LocalCluster
+        from distributed import Client
+        from distributed import LocalCluster
     except ImportError:
         raise ExecutorUnavailableError(
             "the dask executor needs the dask extra: pip install 'runstore[dask]'"

@@ -21,8 +21,12 @@ from collections.abc import Callable
 from typing import Final
 
 import attrs
-from runstore.runner.executor import WorkOrder, WorkResult, WorkStatus
-from runstore.runner.scratch_run import Kill, run_order, unrun
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
+from runstore.runner.scratch_run import Kill
+from runstore.runner.scratch_run import run_order
+from runstore.runner.scratch_run import unrun
 
 ReadChannel = Callable[[float], object]
 """Reads the channel's current value, waiting at most the given seconds; raises when it
@@ -60,7 +64,8 @@ CANCELLED_DETAIL: Final = "cancelled by the coordinator before it started"
 def run_task(order: WorkOrder, channel: Channel) -> WorkResult:
     """The Dask task: refuse a version mismatch, refuse to start an order already
     cancelled, else run it under the watcher."""
-    from distributed import Variable, get_client
+    from distributed import Variable
+    from distributed import get_client
 
     variable = Variable(channel.name, client=get_client())
     return run_watched(order, channel, lambda timeout: variable.get(timeout=timeout))

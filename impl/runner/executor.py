@@ -12,7 +12,8 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Collection
-from typing import Final, Protocol
+from typing import Final
+from typing import Protocol
 
 import attrs
 

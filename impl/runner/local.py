@@ -17,8 +17,14 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 import attrs
-from runstore.runner.executor import Executor, WorkHandle, WorkOrder, WorkResult, WorkStatus
-from runstore.runner.scratch_run import Kill, run_order, unrun
+from runstore.runner.executor import Executor
+from runstore.runner.executor import WorkHandle
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
+from runstore.runner.scratch_run import Kill
+from runstore.runner.scratch_run import run_order
+from runstore.runner.scratch_run import unrun
 
 
 class LocalHandle:

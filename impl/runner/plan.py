@@ -13,9 +13,18 @@ from collections.abc import Sequence
 
 import attrs
 from runstore.canonical import JSON
-from runstore.enums import ExecutionKind, ObservationSlotKind, SlotRole
-from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
-from runstore.runner.campaign import Campaign, Candidate, InputFile, Problem, SlotKind
+from runstore.enums import ExecutionKind
+from runstore.enums import ObservationSlotKind
+from runstore.enums import SlotRole
+from runstore.records import ApplicabilityDecision
+from runstore.records import AttemptSlot
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
+from runstore.runner.campaign import Campaign
+from runstore.runner.campaign import Candidate
+from runstore.runner.campaign import InputFile
+from runstore.runner.campaign import Problem
+from runstore.runner.campaign import SlotKind
 from runstore.store.coordinator_reads import Registered
 
 ATTEMPT_SLOT_NAME = "measurement"

@@ -17,7 +17,9 @@ from collections.abc import Sequence
 
 import attrs
 from runstore.canonical import JSON
-from runstore.requests import FirstAttempt, Retry, RetryAuthorization
+from runstore.requests import FirstAttempt
+from runstore.requests import Retry
+from runstore.requests import RetryAuthorization
 from runstore.runner.plan import SlotPlan
 from runstore.store import RunStore
 from runstore.store.coordinator_reads import SlotProgress

@@ -25,13 +25,11 @@ import time
 from typing import BinaryIO
 
 import attrs
-from runstore.runner.executor import (
-    PLACEHOLDERS,
-    WorkOrder,
-    WorkResult,
-    WorkStatus,
-    expand_command,
-)
+from runstore.runner.executor import PLACEHOLDERS
+from runstore.runner.executor import WorkOrder
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
+from runstore.runner.executor import expand_command
 
 
 class StartRefused(Exception):

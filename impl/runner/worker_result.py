@@ -17,9 +17,13 @@ from typing import Final
 import attrs
 from runstore.canonical import JSON
 from runstore.errors import RunStoreError
-from runstore.manifest import RESERVED_NAMES, check_entry_name
-from runstore.metrics import RESULT_NAME, parse_result_document, result_object
-from runstore.runner.executor import WorkResult, WorkStatus
+from runstore.manifest import RESERVED_NAMES
+from runstore.manifest import check_entry_name
+from runstore.metrics import RESULT_NAME
+from runstore.metrics import parse_result_document
+from runstore.metrics import result_object
+from runstore.runner.executor import WorkResult
+from runstore.runner.executor import WorkStatus
 
 # Stable failure codes the runner commits (SPEC.md section 15).
 WORKER_FAILED: Final = "worker_failed"

@@ -14,23 +14,34 @@ from __future__ import annotations
 import sqlite3
 
 import attrs
-from runstore import canonical, edges, payloads, rules, sql
+from runstore import canonical
+from runstore import edges
+from runstore import payloads
+from runstore import rules
+from runstore import sql
 from runstore.attempt_record import attempt_document
 from runstore.canonical import JSON
-from runstore.enums import TERMINAL_STATES, AttemptState, LeasePurpose
-from runstore.errors import (
-    DuplicateLeaseError,
-    IllegalTransitionError,
-    SlotSatisfiedError,
-    StaleRevisionError,
-    UnknownSlotError,
-)
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
+from runstore.enums import LeasePurpose
+from runstore.errors import DuplicateLeaseError
+from runstore.errors import IllegalTransitionError
+from runstore.errors import SlotSatisfiedError
+from runstore.errors import StaleRevisionError
+from runstore.errors import UnknownSlotError
 from runstore.identity import run_attempt_id
-from runstore.receipts import CommittedEvent, OwnedAttempt
-from runstore.requests import Censored, Failed, LeaseRequest, RetryAuthorization, TerminalOutcome
+from runstore.receipts import CommittedEvent
+from runstore.receipts import OwnedAttempt
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import LeaseRequest
+from runstore.requests import RetryAuthorization
+from runstore.requests import TerminalOutcome
 from runstore.store.events import append_history
-from runstore.store.guard import AttemptRecord, check_guard
-from runstore.store.leases import insert_lease, lease_exists
+from runstore.store.guard import AttemptRecord
+from runstore.store.guard import check_guard
+from runstore.store.leases import insert_lease
+from runstore.store.leases import lease_exists
 
 
 def slot_satisfied(connection: sqlite3.Connection, slot_id: str) -> bool:

@@ -11,13 +11,18 @@ refusal, never a wrong write.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 import attrs
 from runstore import sql
-from runstore.enums import TERMINAL_STATES, AttemptState
-from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
+from runstore.records import ApplicabilityDecision
+from runstore.records import AttemptSlot
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
 
 _CHUNK = 500  # bound parameters per IN (...) list
 

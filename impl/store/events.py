@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from runstore import canonical, sql
+from runstore import canonical
+from runstore import sql
 from runstore.canonical import JSON
 from runstore.enums import AttemptState
 from runstore.receipts import CommittedEvent

@@ -14,33 +14,43 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from runstore import edges, payloads, rules, sql
-from runstore.enums import (
-    ArtifactKind,
-    AttemptState,
-    Completion,
-    ExecutionKind,
-    LeasePurpose,
-    SlotRole,
-)
-from runstore.errors import (
-    AcceptanceUnsatisfiedError,
-    DuplicateLeaseError,
-    IllegalTransitionError,
-    InvalidRecordError,
-    OwnerMismatchError,
-    RegistrationConflictError,
-    RunStoreError,
-    UnknownArtifactError,
-)
-from runstore.receipts import ClaimDisposition, CommittedEvent, OwnedAttempt, TerminalAttempt
+from runstore import edges
+from runstore import payloads
+from runstore import rules
+from runstore import sql
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.enums import Completion
+from runstore.enums import ExecutionKind
+from runstore.enums import LeasePurpose
+from runstore.enums import SlotRole
+from runstore.errors import AcceptanceUnsatisfiedError
+from runstore.errors import DuplicateLeaseError
+from runstore.errors import IllegalTransitionError
+from runstore.errors import InvalidRecordError
+from runstore.errors import OwnerMismatchError
+from runstore.errors import RegistrationConflictError
+from runstore.errors import RunStoreError
+from runstore.errors import UnknownArtifactError
+from runstore.receipts import ClaimDisposition
+from runstore.receipts import CommittedEvent
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Accepted, LeaseRequest, Reference, Superseded, TerminalOutcome
+from runstore.requests import Accepted
+from runstore.requests import LeaseRequest
+from runstore.requests import Reference
+from runstore.requests import Superseded
+from runstore.requests import TerminalOutcome
 from runstore.shapes import references_refusal
-from runstore.store.artifacts import artifact_conflicts, artifact_exists, insert_artifact
+from runstore.store.artifacts import artifact_conflicts
+from runstore.store.artifacts import artifact_exists
+from runstore.store.artifacts import insert_artifact
 from runstore.store.attempts import transition
-from runstore.store.guard import AttemptRecord, check_guard
-from runstore.store.leases import insert_lease, release_attempt_leases
+from runstore.store.guard import AttemptRecord
+from runstore.store.guard import check_guard
+from runstore.store.leases import insert_lease
+from runstore.store.leases import release_attempt_leases
 
 _BEGIN_SQL = (
     "SELECT EXISTS (SELECT 1 FROM leases WHERE id = ?), "

@@ -16,18 +16,18 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
-from runstore import rules, sql
-from runstore.enums import TERMINAL_STATES, AttemptState
-from runstore.errors import (
-    AttemptTerminalError,
-    ClaimExpiredError,
-    LeaseMismatchError,
-    LeaseReleasedError,
-    OwnerMismatchError,
-    RunStoreError,
-    StaleRevisionError,
-    UnknownSlotError,
-)
+from runstore import rules
+from runstore import sql
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
+from runstore.errors import AttemptTerminalError
+from runstore.errors import ClaimExpiredError
+from runstore.errors import LeaseMismatchError
+from runstore.errors import LeaseReleasedError
+from runstore.errors import OwnerMismatchError
+from runstore.errors import RunStoreError
+from runstore.errors import StaleRevisionError
+from runstore.errors import UnknownSlotError
 from runstore.receipts import OwnedAttempt
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from runstore import rules, sql
+from runstore import rules
+from runstore import sql
 from runstore.enums import LeasePurpose
 from runstore.errors import DatabaseError
 from runstore.receipts import OwnedAttempt

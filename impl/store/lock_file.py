@@ -17,7 +17,9 @@ import os
 import stat
 
 from runstore import durable
-from runstore.errors import BusyError, DurabilityError, UnsafePathError
+from runstore.errors import BusyError
+from runstore.errors import DurabilityError
+from runstore.errors import UnsafePathError
 
 
 def open_lock_file(path: str) -> int:

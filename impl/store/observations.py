@@ -13,21 +13,26 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from runstore import canonical, payloads, sql
+from runstore import canonical
+from runstore import payloads
+from runstore import sql
 from runstore.enums import ArtifactKind
-from runstore.errors import (
-    ClaimRequiredError,
-    InvalidRecordError,
-    ObservationSlotMismatchError,
-    RegistrationConflictError,
-    UnknownArtifactError,
-    UnknownSlotError,
-)
-from runstore.receipts import CommittedEvent, ObservationReceipt, OwnedAttempt
-from runstore.records import ArtifactRegistration, Observation
+from runstore.errors import ClaimRequiredError
+from runstore.errors import InvalidRecordError
+from runstore.errors import ObservationSlotMismatchError
+from runstore.errors import RegistrationConflictError
+from runstore.errors import UnknownArtifactError
+from runstore.errors import UnknownSlotError
+from runstore.receipts import CommittedEvent
+from runstore.receipts import ObservationReceipt
+from runstore.receipts import OwnedAttempt
+from runstore.records import ArtifactRegistration
+from runstore.records import Observation
 from runstore.requests import Reference
 from runstore.shapes import references_refusal
-from runstore.store.artifacts import artifact_conflicts, artifact_exists, insert_artifact
+from runstore.store.artifacts import artifact_conflicts
+from runstore.store.artifacts import artifact_exists
+from runstore.store.artifacts import insert_artifact
 from runstore.store.events import append_event
 from runstore.store.guard import check_guard
 

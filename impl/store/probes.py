@@ -14,10 +14,15 @@ import os
 import secrets
 import sqlite3
 from collections.abc import Callable
-from typing import Final, NoReturn, ParamSpec, TypeVar
+from typing import Final
+from typing import NoReturn
+from typing import ParamSpec
+from typing import TypeVar
 
-from runstore import durable, sql
-from runstore.errors import CapabilityProbeError, RunStoreError
+from runstore import durable
+from runstore import sql
+from runstore.errors import CapabilityProbeError
+from runstore.errors import RunStoreError
 
 P = ParamSpec("P")
 T = TypeVar("T")

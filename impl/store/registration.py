@@ -14,10 +14,15 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from runstore import canonical, sql
+from runstore import canonical
+from runstore import sql
 from runstore.errors import RegistrationConflictError
-from runstore.records import ApplicabilityDecision, AttemptSlot, ObservationSlot, ResolvedRun
-from runstore.shapes import one_shot_refusal, registration_refusal
+from runstore.records import ApplicabilityDecision
+from runstore.records import AttemptSlot
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
+from runstore.shapes import one_shot_refusal
+from runstore.shapes import registration_refusal
 
 
 def register_one_shot(

@@ -11,53 +11,53 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TypeVar
 
-from runstore import arguments, durable, sql
-from runstore.enums import ArtifactKind, AttemptState
-from runstore.errors import (
-    DatabaseError,
-    DirectConstructionError,
-    DurabilityError,
-    RunStoreError,
-    StoreClosedError,
-    UnknownSchemaVersionError,
-    UnversionedDatabaseError,
-)
-from runstore.receipts import (
-    ClaimDisposition,
-    CommittedEvent,
-    ObservationReceipt,
-    OwnedAttempt,
-    PublishedArtifact,
-    PublishedFinalization,
-    TerminalAttempt,
-)
-from runstore.records import (
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    Observation,
-    ObservationSlot,
-    ResolvedRun,
-)
+from runstore import arguments
+from runstore import durable
+from runstore import sql
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.errors import DatabaseError
+from runstore.errors import DirectConstructionError
+from runstore.errors import DurabilityError
+from runstore.errors import RunStoreError
+from runstore.errors import StoreClosedError
+from runstore.errors import UnknownSchemaVersionError
+from runstore.errors import UnversionedDatabaseError
+from runstore.receipts import ClaimDisposition
+from runstore.receipts import CommittedEvent
+from runstore.receipts import ObservationReceipt
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import PublishedArtifact
+from runstore.receipts import PublishedFinalization
+from runstore.receipts import TerminalAttempt
+from runstore.records import ApplicabilityDecision
+from runstore.records import ArtifactRegistration
+from runstore.records import AttemptSlot
+from runstore.records import Observation
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
 from runstore.recovery_report import RecoveryReport
-from runstore.requests import LeaseRequest, Reference, RetryAuthorization, TerminalOutcome
-from runstore.store import (
-    attempts,
-    coordinator_reads,
-    finalization,
-    leases,
-    observations,
-    probes,
-    registration,
-    schema_check,
-    store_root,
-)
+from runstore.requests import LeaseRequest
+from runstore.requests import Reference
+from runstore.requests import RetryAuthorization
+from runstore.requests import TerminalOutcome
+from runstore.store import attempts
+from runstore.store import coordinator_reads
+from runstore.store import finalization
+from runstore.store import leases
+from runstore.store import observations
+from runstore.store import probes
+from runstore.store import registration
+from runstore.store import schema_check
+from runstore.store import store_root
 from runstore.store.publication import publish
-from runstore.store.publication.publish import Clock, Populate
+from runstore.store.publication.publish import Clock
+from runstore.store.publication.publish import Populate
 from runstore.store.recovery import recover as recovery
 from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from runstore import sql
 from runstore.errors import SchemaMismatchError
-from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION, schema_statements
+from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION
+from runstore.store.schema_sql import schema_statements
 
 Fingerprint = dict[str, Any]
 

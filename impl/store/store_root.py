@@ -17,11 +17,9 @@ from typing import Final
 
 import attrs
 from runstore import durable
-from runstore.errors import (
-    DurabilityError,
-    UnsafePathError,
-    UnsupportedFilesystemError,
-)
+from runstore.errors import DurabilityError
+from runstore.errors import UnsafePathError
+from runstore.errors import UnsupportedFilesystemError
 from runstore.store.lock_file import LockFile
 
 DATABASE_NAME: Final = "run.sqlite3"

@@ -35,23 +35,21 @@ Example::
 
 from __future__ import annotations
 
-from runstore.testing.factories import (
-    CANDIDATE,
-    LOGICAL_SPEC,
-    PROBLEM,
-    OneShot,
-    Slots,
-    artifact,
-    decision,
-    digest,
-    lease,
-    observation,
-    one_shot,
-    resolved_run,
-    slots,
-    stream,
-    warmup,
-)
+from runstore.testing.factories import CANDIDATE
+from runstore.testing.factories import LOGICAL_SPEC
+from runstore.testing.factories import PROBLEM
+from runstore.testing.factories import OneShot
+from runstore.testing.factories import Slots
+from runstore.testing.factories import artifact
+from runstore.testing.factories import decision
+from runstore.testing.factories import digest
+from runstore.testing.factories import lease
+from runstore.testing.factories import observation
+from runstore.testing.factories import one_shot
+from runstore.testing.factories import resolved_run
+from runstore.testing.factories import slots
+from runstore.testing.factories import stream
+from runstore.testing.factories import warmup
 
 __all__ = [
     "CANDIDATE",

@@ -22,16 +22,18 @@ import hashlib
 
 import attrs
 from runstore.canonical import JSON
-from runstore.enums import ArtifactKind, Completion, ExecutionKind, ObservationSlotKind, SlotRole
+from runstore.enums import ArtifactKind
+from runstore.enums import Completion
+from runstore.enums import ExecutionKind
+from runstore.enums import ObservationSlotKind
+from runstore.enums import SlotRole
 from runstore.identity import run_attempt_id
-from runstore.records import (
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    Observation,
-    ObservationSlot,
-    ResolvedRun,
-)
+from runstore.records import ApplicabilityDecision
+from runstore.records import ArtifactRegistration
+from runstore.records import AttemptSlot
+from runstore.records import Observation
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
 from runstore.requests import LeaseRequest
 
 CANDIDATE = "candidate"

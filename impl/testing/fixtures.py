@@ -10,9 +10,15 @@ arguments: the model's and the writer's tests address leases by these literal id
 
 from __future__ import annotations
 
-from runstore.enums import ArtifactKind, AttemptState, Completion, ExecutionKind, SlotRole
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.enums import Completion
+from runstore.enums import ExecutionKind
+from runstore.enums import SlotRole
 from runstore.receipts import OwnedAttempt
-from runstore.records import ArtifactRegistration, Observation, ObservationSlot
+from runstore.records import ArtifactRegistration
+from runstore.records import Observation
+from runstore.records import ObservationSlot
 from runstore.requests import LeaseRequest
 from runstore.testing import factories
 

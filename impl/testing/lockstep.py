@@ -16,13 +16,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeAlias, TypeVar
+from typing import TYPE_CHECKING
+from typing import Concatenate
+from typing import ParamSpec
+from typing import TypeAlias
+from typing import TypeVar
 
 from runstore import model as m
-from runstore.errors import InvalidRecordError, RunStoreError
+from runstore.errors import InvalidRecordError
+from runstore.errors import RunStoreError
 from runstore.recovery_report import RecoveryReport
 from runstore.testing import model_publisher
-from runstore.testing.model_steps import Diverged, ModelRefusal, ModelSteps, StageTokens
+from runstore.testing.model_steps import Diverged
+from runstore.testing.model_steps import ModelRefusal
+from runstore.testing.model_steps import ModelSteps
+from runstore.testing.model_steps import StageTokens
 
 if TYPE_CHECKING:
     from runstore.store import RunStore

@@ -19,19 +19,25 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Final
 
 from runstore import arguments
 from runstore import model as m
 from runstore.enums import ArtifactKind
 from runstore.errors import RunStoreError
-from runstore.model import content, outcome_document
-from runstore.receipts import OwnedAttempt, PublishedArtifact, PublishedFinalization
+from runstore.model import content
+from runstore.model import outcome_document
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import PublishedArtifact
+from runstore.receipts import PublishedFinalization
 from runstore.records import ArtifactRegistration
-from runstore.requests import Reference, TerminalOutcome
+from runstore.requests import Reference
+from runstore.requests import TerminalOutcome
 from runstore.store.publication import staging
-from runstore.testing.model_steps import ModelRefusal, ModelSteps
+from runstore.testing.model_steps import ModelRefusal
+from runstore.testing.model_steps import ModelSteps
 from runstore.testing.publishing import read_tree
 
 MANIFEST: Final = "manifest.json"

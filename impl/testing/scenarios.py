@@ -13,41 +13,39 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
-from runstore.enums import ArtifactKind, AttemptState, Completion, ExecutionKind
-from runstore.model import (
-    DiskView,
-    attempts,
-    finalization,
-    leases,
-    observations,
-    publication,
-    recovery,
-    registration,
-)
-from runstore.receipts import ClaimDisposition, OwnedAttempt
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.enums import Completion
+from runstore.enums import ExecutionKind
+from runstore.model import DiskView
+from runstore.model import attempts
+from runstore.model import finalization
+from runstore.model import leases
+from runstore.model import observations
+from runstore.model import publication
+from runstore.model import recovery
+from runstore.model import registration
+from runstore.receipts import ClaimDisposition
+from runstore.receipts import OwnedAttempt
 from runstore.records import ObservationSlot
-from runstore.requests import (
-    Accepted,
-    Failed,
-    FirstAttempt,
-    Next,
-    Reference,
-    Retry,
-    RetryAuthorization,
-    Superseded,
-    TerminalOutcome,
-)
-from runstore.testing.fixtures import (
-    EXECUTION_PATH,
-    OTHER_OWNER,
-    OWNER,
-    STAGE,
-    SlotFixture,
-    artifact,
-    lease,
-    observation,
-    slot_fixture,
-)
+from runstore.requests import Accepted
+from runstore.requests import Failed
+from runstore.requests import FirstAttempt
+from runstore.requests import Next
+from runstore.requests import Reference
+from runstore.requests import Retry
+from runstore.requests import RetryAuthorization
+from runstore.requests import Superseded
+from runstore.requests import TerminalOutcome
+from runstore.testing.fixtures import EXECUTION_PATH
+from runstore.testing.fixtures import OTHER_OWNER
+from runstore.testing.fixtures import OWNER
+from runstore.testing.fixtures import STAGE
+from runstore.testing.fixtures import SlotFixture
+from runstore.testing.fixtures import artifact
+from runstore.testing.fixtures import lease
+from runstore.testing.fixtures import observation
+from runstore.testing.fixtures import slot_fixture
 from runstore.testing.transcript import Transcript
 
 

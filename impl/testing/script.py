@@ -13,28 +13,33 @@ event vectors with :func:`apply_in_lockstep`, call by call).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import Final
 
 import attrs
-from runstore.enums import ArtifactKind, AttemptState
-from runstore.receipts import (
-    ClaimDisposition,
-    ObservationReceipt,
-    OwnedAttempt,
-    PublishedArtifact,
-)
-from runstore.records import (
-    ApplicabilityDecision,
-    ArtifactRegistration,
-    AttemptSlot,
-    Observation,
-    ObservationSlot,
-    ResolvedRun,
-)
-from runstore.requests import LeaseRequest, Reference, RetryAuthorization, TerminalOutcome
-from runstore.testing.lockstep import ModelWriter, Writer, lockstep
-from runstore.testing.publishing import ClockScript, Payload
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.receipts import ClaimDisposition
+from runstore.receipts import ObservationReceipt
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import PublishedArtifact
+from runstore.records import ApplicabilityDecision
+from runstore.records import ArtifactRegistration
+from runstore.records import AttemptSlot
+from runstore.records import Observation
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
+from runstore.requests import LeaseRequest
+from runstore.requests import Reference
+from runstore.requests import RetryAuthorization
+from runstore.requests import TerminalOutcome
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import Writer
+from runstore.testing.lockstep import lockstep
+from runstore.testing.publishing import ClockScript
+from runstore.testing.publishing import Payload
 
 Context = dict[str, OwnedAttempt]
 """Handle -> the latest guard of that attempt."""

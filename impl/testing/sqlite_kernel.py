@@ -22,7 +22,8 @@ import ctypes
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import Any
+from typing import Final
 
 import attrs
 

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runstore.testing.scenarios import SCENARIOS
-from runstore.testing.transcript import Transcript, render_transcript
+from runstore.testing.transcript import Transcript
+from runstore.testing.transcript import render_transcript
 
 
 def render_scenario(name: str) -> str:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+from typing import TypeVar
 
 import attrs
-from runstore.model.state import ModelState, Refusal
+from runstore.model.state import ModelState
+from runstore.model.state import Refusal
 
 R = TypeVar("R")
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
+from typing import Final
 
 from runstore.errors import RunStoreError
 

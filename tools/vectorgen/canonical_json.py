@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from runstore.canonical import (
-    JSON,
-    MAX_DEPTH,
-    MAX_NS,
-    MAX_SAFE_INTEGER,
-    decode,
-    encode,
-    ns_from_json,
-)
+from runstore.canonical import JSON
+from runstore.canonical import MAX_DEPTH
+from runstore.canonical import MAX_NS
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import decode
+from runstore.canonical import encode
+from runstore.canonical import ns_from_json
 
-from . import describe, header, refusal_code, render
+from . import describe
+from . import header
+from . import refusal_code
+from . import render
 
 
 def _nested(depth: int, *, objects: bool) -> JSON:

@@ -16,18 +16,19 @@ import os
 import tempfile
 from typing import Any
 
-from runstore.manifest import (
-    MANIFEST_NAME,
-    RESERVED_NAMES,
-    ManifestFile,
-    check_entry_name,
-    manifest_bytes,
-    parse_manifest,
-)
+from runstore.manifest import MANIFEST_NAME
+from runstore.manifest import RESERVED_NAMES
+from runstore.manifest import ManifestFile
+from runstore.manifest import check_entry_name
+from runstore.manifest import manifest_bytes
+from runstore.manifest import parse_manifest
 from runstore.store.publication import objects
-from runstore.tree_hash import Entry, tree_sha256
+from runstore.tree_hash import Entry
+from runstore.tree_hash import tree_sha256
 
-from . import header, refusal_code, render
+from . import header
+from . import refusal_code
+from . import render
 
 Case = list[dict[str, Any]]
 """A tree: entry descriptions as they appear in the file."""

@@ -21,40 +21,42 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-from runstore import (
-    Accepted,
-    ApplicabilityDecision,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptSlot,
-    AttemptState,
-    Censored,
-    CommittedEvent,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
-    Observation,
-    ObservationSlot,
-    RecoveryReport,
-    Reference,
-    ResolvedRun,
-    Retry,
-    RetryAuthorization,
-    RunStore,
-    Superseded,
-    testing,
-)
+from runstore import Accepted
+from runstore import ApplicabilityDecision
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptSlot
+from runstore import AttemptState
+from runstore import Censored
+from runstore import CommittedEvent
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import LeaseRequest
+from runstore import Next
+from runstore import Observation
+from runstore import ObservationSlot
+from runstore import RecoveryReport
+from runstore import Reference
+from runstore import ResolvedRun
+from runstore import Retry
+from runstore import RetryAuthorization
+from runstore import RunStore
+from runstore import Superseded
 from runstore import model as m
-from runstore.audit.projection import model_projection, store_projection
+from runstore import testing
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
 from runstore.canonical import JSON
 from runstore.errors import RunStoreError
 from runstore.testing import script
-from runstore.testing.lockstep import Diverged, ModelWriter
+from runstore.testing.lockstep import Diverged
+from runstore.testing.lockstep import ModelWriter
 from runstore.testing.publishing import ClockScript
-from runstore.testing.script import Call, Context
+from runstore.testing.script import Call
+from runstore.testing.script import Context
 
-from . import header, render
+from . import header
+from . import render
 
 # --- the scenario --------------------------------------------------------------------------
 

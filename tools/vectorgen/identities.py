@@ -10,23 +10,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from runstore import (
-    ApplicabilityDecision,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptSlot,
-    Completion,
-    ExecutionKind,
-    Observation,
-    ObservationSlot,
-    ObservationSlotKind,
-    ResolvedRun,
-    SlotRole,
-)
-from runstore.canonical import JSON, MAX_NS, MAX_SAFE_INTEGER, encode
-from runstore.identity import ATTEMPT, identity_input, run_attempt_id, typed_identity
+from runstore import ApplicabilityDecision
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptSlot
+from runstore import Completion
+from runstore import ExecutionKind
+from runstore import Observation
+from runstore import ObservationSlot
+from runstore import ObservationSlotKind
+from runstore import ResolvedRun
+from runstore import SlotRole
+from runstore.canonical import JSON
+from runstore.canonical import MAX_NS
+from runstore.canonical import MAX_SAFE_INTEGER
+from runstore.canonical import encode
+from runstore.identity import ATTEMPT
+from runstore.identity import identity_input
+from runstore.identity import run_attempt_id
+from runstore.identity import typed_identity
 
-from . import header, refusal_code, render
+from . import header
+from . import refusal_code
+from . import render
 
 # The first record of each type is the fixed record conformance/values/test_records.py pins.
 DECISION = ApplicabilityDecision(

@@ -30,43 +30,42 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-from runstore import (
-    Accepted,
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    Censored,
-    Failed,
-    FirstAttempt,
-    LeaseRequest,
-    Next,
-    Reference,
-    RunStore,
-    Superseded,
-    TerminalOutcome,
-    testing,
-)
+from runstore import Accepted
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptState
+from runstore import Censored
+from runstore import Failed
+from runstore import FirstAttempt
+from runstore import LeaseRequest
+from runstore import Next
+from runstore import Reference
+from runstore import RunStore
+from runstore import Superseded
+from runstore import TerminalOutcome
 from runstore import model as m
-from runstore.audit.projection import model_projection, store_projection
+from runstore import testing
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
 from runstore.canonical import JSON
 from runstore.model import outcome_document as model_builder
 from runstore.store.publication import outcome_document as store_builder
 from runstore.testing import script
 from runstore.testing.lockstep import ModelWriter
-from runstore.testing.script import Call, Context
+from runstore.testing.script import Call
+from runstore.testing.script import Context
 
-from . import header, render
-from .events import (
-    CENSOR_REASON,
-    EXPIRES_NS,
-    FAILURE_DETAILS,
-    GenerationRefused,
-    arguments_json,
-    at,
-    delivered_to,
-    operation_json,
-    step,
-)
+from . import header
+from . import render
+from .events import CENSOR_REASON
+from .events import EXPIRES_NS
+from .events import FAILURE_DETAILS
+from .events import GenerationRefused
+from .events import arguments_json
+from .events import at
+from .events import delivered_to
+from .events import operation_json
+from .events import step
 
 # --- the cases -----------------------------------------------------------------------------
 

@@ -43,30 +43,39 @@ import tempfile
 from typing import Any
 
 import attrs
-from runstore import (
-    ArtifactKind,
-    ArtifactRegistration,
-    AttemptState,
-    FirstAttempt,
-    Next,
-    RecoveryReport,
-    RunStore,
-    TerminalOutcome,
-    testing,
-)
+from runstore import ArtifactKind
+from runstore import ArtifactRegistration
+from runstore import AttemptState
+from runstore import FirstAttempt
+from runstore import Next
+from runstore import RecoveryReport
+from runstore import RunStore
+from runstore import TerminalOutcome
 from runstore import model as m
-from runstore.audit.projection import model_projection, store_projection
+from runstore import testing
+from runstore.audit.projection import model_projection
+from runstore.audit.projection import store_projection
 from runstore.model import outcome_document as model_builder
-from runstore.requests import Reference, interrupted_outcome
-from runstore.store.publication import objects, staging
+from runstore.requests import Reference
+from runstore.requests import interrupted_outcome
+from runstore.store.publication import objects
+from runstore.store.publication import staging
 from runstore.testing import script
 from runstore.testing.disk import disk_view
-from runstore.testing.lockstep import ModelWriter, StageTokens
+from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import StageTokens
 from runstore.testing.publishing import ClockScript
-from runstore.testing.script import Call, Context
+from runstore.testing.script import Call
+from runstore.testing.script import Context
 
-from . import header, outcomes, render
-from .events import GenerationRefused, at, delivered_to, operation_json, step
+from . import header
+from . import outcomes
+from . import render
+from .events import GenerationRefused
+from .events import at
+from .events import delivered_to
+from .events import operation_json
+from .events import step
 
 # --- the cases -----------------------------------------------------------------------------
 

@@ -19,15 +19,18 @@ import sqlite3
 from typing import Final
 
 from runstore.errors import InvalidRecordError
-from runstore.inspection.snapshot import DEFAULT_TRIES, Snapshot
-from runstore.inspection.validate import artifacts, database, history, invariants, records
+from runstore.inspection.snapshot import DEFAULT_TRIES
+from runstore.inspection.snapshot import Snapshot
+from runstore.inspection.validate import artifacts
+from runstore.inspection.validate import database
+from runstore.inspection.validate import history
+from runstore.inspection.validate import invariants
+from runstore.inspection.validate import records
 from runstore.inspection.validate.database import DATABASE_UNREADABLE
-from runstore.inspection.validate.findings import (
-    FINDINGS_TRUNCATED,
-    Finding,
-    Log,
-    ValidationReport,
-)
+from runstore.inspection.validate.findings import FINDINGS_TRUNCATED
+from runstore.inspection.validate.findings import Finding
+from runstore.inspection.validate.findings import Log
+from runstore.inspection.validate.findings import ValidationReport
 from runstore.inspection.validate.reading import lenient_text
 
 __all__ = [

@@ -21,14 +21,21 @@ from collections.abc import Iterable
 from typing import Final
 
 from runstore.enums import ArtifactKind
-from runstore.errors import ArtifactCorruptError, RunStoreError, UnsafeEntryError
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import RunStoreError
+from runstore.errors import UnsafeEntryError
 from runstore.inspection.validate.findings import Report
 from runstore.inspection.validate.reading import stream
 from runstore.inspection.validate.records import RECORD_INVALID
-from runstore.manifest import MANIFEST_NAME, manifest_sha256, parse_manifest, path_order
+from runstore.manifest import MANIFEST_NAME
+from runstore.manifest import manifest_sha256
+from runstore.manifest import parse_manifest
+from runstore.manifest import path_order
 from runstore.records import ArtifactRegistration
 from runstore.store.publication import objects
-from runstore.store.publication.inventory import Inventory, InventoryFile, walk
+from runstore.store.publication.inventory import Inventory
+from runstore.store.publication.inventory import InventoryFile
+from runstore.store.publication.inventory import walk
 from runstore.store.publication.staging import ARTIFACTS_DIR
 
 ARTIFACT_ADDRESS: Final = "artifact_address"

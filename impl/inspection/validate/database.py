@@ -12,10 +12,8 @@ import sqlite3
 from typing import Final
 
 from runstore import sql
-from runstore.errors import (
-    SchemaMismatchError,
-    UnsafePathError,
-)
+from runstore.errors import SchemaMismatchError
+from runstore.errors import UnsafePathError
 from runstore.inspection.validate.findings import Report
 from runstore.inspection.validate.reading import stream
 from runstore.store import schema_check

@@ -14,27 +14,31 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Final
 
-from runstore.canonical import JSON, decode_object, encode
+from runstore.canonical import JSON
+from runstore.canonical import decode_object
+from runstore.canonical import encode
 from runstore.edges import LEGAL_EDGES
 from runstore.enums import AttemptState
 from runstore.errors import RunStoreError
 from runstore.inspection.validate.findings import Report
-from runstore.inspection.validate.reading import TERMINAL_SQL, TERMINAL_VALUES, Row, stream
-from runstore.inspection.validate.records import canonical_object, outcome_of
-from runstore.payloads import (
-    ATTEMPT_FINALIZING,
-    ATTEMPT_FINISHED,
-    ATTEMPT_RESERVED,
-    ATTEMPT_TRANSITION,
-    CLAIMED,
-    OBSERVATION_REGISTERED,
-    SUPERSEDED,
-    finalizing_payload,
-    finished_payload,
-    observation_payload,
-    reserved_payload,
-    transition_payload,
-)
+from runstore.inspection.validate.reading import TERMINAL_SQL
+from runstore.inspection.validate.reading import TERMINAL_VALUES
+from runstore.inspection.validate.reading import Row
+from runstore.inspection.validate.reading import stream
+from runstore.inspection.validate.records import canonical_object
+from runstore.inspection.validate.records import outcome_of
+from runstore.payloads import ATTEMPT_FINALIZING
+from runstore.payloads import ATTEMPT_FINISHED
+from runstore.payloads import ATTEMPT_RESERVED
+from runstore.payloads import ATTEMPT_TRANSITION
+from runstore.payloads import CLAIMED
+from runstore.payloads import OBSERVATION_REGISTERED
+from runstore.payloads import SUPERSEDED
+from runstore.payloads import finalizing_payload
+from runstore.payloads import finished_payload
+from runstore.payloads import observation_payload
+from runstore.payloads import reserved_payload
+from runstore.payloads import transition_payload
 
 REVISION_GAP: Final = "revision_gap"
 TRANSITION_MISMATCH: Final = "transition_mismatch"

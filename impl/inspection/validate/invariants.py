@@ -12,16 +12,21 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from runstore.enums import AttemptState, ExecutionKind, LeasePurpose, SlotRole
+from runstore.enums import AttemptState
+from runstore.enums import ExecutionKind
+from runstore.enums import LeasePurpose
+from runstore.enums import SlotRole
 from runstore.inspection.validate.findings import Report
-from runstore.inspection.validate.reading import TERMINAL_SQL, TERMINAL_VALUES, Row, stream
-from runstore.payloads import (
-    CLAIMED,
-    SUPERSEDED,
-)
+from runstore.inspection.validate.reading import TERMINAL_SQL
+from runstore.inspection.validate.reading import TERMINAL_VALUES
+from runstore.inspection.validate.reading import Row
+from runstore.inspection.validate.reading import stream
+from runstore.payloads import CLAIMED
+from runstore.payloads import SUPERSEDED
 from runstore.requests import INTERRUPTED_ATTEMPT
 from runstore.rules import outcome_refusal
-from runstore.store.publication.staging import lease_id_for, store_path_for
+from runstore.store.publication.staging import lease_id_for
+from runstore.store.publication.staging import store_path_for
 
 SLOT_ACCEPTED_TWICE: Final = "slot_accepted_twice"
 RETRY_GAP: Final = "retry_gap"

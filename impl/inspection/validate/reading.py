@@ -8,8 +8,10 @@ and neighbour comparisons happen in SQL.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
+from typing import Final
 
 from runstore.enums import TERMINAL_STATES
 

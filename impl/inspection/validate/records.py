@@ -13,29 +13,26 @@ import sqlite3
 from typing import Final
 
 from runstore.attempt_record import attempt_document
-from runstore.canonical import JSON, decode_object, encode
+from runstore.canonical import JSON
+from runstore.canonical import decode_object
+from runstore.canonical import encode
 from runstore.enums import AttemptState
-from runstore.errors import (
-    IdentityMismatchError,
-    RunStoreError,
-)
+from runstore.errors import IdentityMismatchError
+from runstore.errors import RunStoreError
 from runstore.identity import run_attempt_id
 from runstore.inspection.validate.findings import Report
-from runstore.inspection.validate.reading import Row, stream
-from runstore.records import (
-    ApplicabilityDecision,
-    AttemptSlot,
-    Observation,
-    ObservationSlot,
-    ResolvedRun,
-)
-from runstore.requests import (
-    Accepted,
-    Censored,
-    Failed,
-    Superseded,
-    TerminalOutcome,
-)
+from runstore.inspection.validate.reading import Row
+from runstore.inspection.validate.reading import stream
+from runstore.records import ApplicabilityDecision
+from runstore.records import AttemptSlot
+from runstore.records import Observation
+from runstore.records import ObservationSlot
+from runstore.records import ResolvedRun
+from runstore.requests import Accepted
+from runstore.requests import Censored
+from runstore.requests import Failed
+from runstore.requests import Superseded
+from runstore.requests import TerminalOutcome
 
 RECORD_NOT_CANONICAL: Final = "record_not_canonical"
 RECORD_INVALID: Final = "record_invalid"

@@ -16,7 +16,8 @@ from collections.abc import Collection
 
 import attrs
 from runstore.errors import UnsafeEntryError
-from runstore.manifest import check_entry_name, path_order
+from runstore.manifest import check_entry_name
+from runstore.manifest import path_order
 
 
 @attrs.frozen(kw_only=True)

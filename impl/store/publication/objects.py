@@ -30,40 +30,37 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 import attrs
 from runstore import durable
 from runstore.canonical import MAX_SAFE_INTEGER
 from runstore.enums import ArtifactKind
-from runstore.errors import (
-    ArtifactCorruptError,
-    DurabilityError,
-    InvalidRecordError,
-    OutOfRangeError,
-    UnsafeEntryError,
-)
-from runstore.manifest import (
-    MANIFEST_NAME,
-    ManifestFile,
-    check_entry_name,
-    manifest_bytes,
-    manifest_sha256,
-    parse_manifest,
-    path_order,
-)
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import DurabilityError
+from runstore.errors import InvalidRecordError
+from runstore.errors import OutOfRangeError
+from runstore.errors import UnsafeEntryError
+from runstore.manifest import MANIFEST_NAME
+from runstore.manifest import ManifestFile
+from runstore.manifest import check_entry_name
+from runstore.manifest import manifest_bytes
+from runstore.manifest import manifest_sha256
+from runstore.manifest import parse_manifest
+from runstore.manifest import path_order
 from runstore.records import ArtifactRegistration
-from runstore.store.publication.inventory import (
-    Inventory,
-    InventoryFile,
-    Stamp,
-    is_executable,
-    scan,
-    stamp,
-    walk,
-)
+from runstore.store.publication.inventory import Inventory
+from runstore.store.publication.inventory import InventoryFile
+from runstore.store.publication.inventory import Stamp
+from runstore.store.publication.inventory import is_executable
+from runstore.store.publication.inventory import scan
+from runstore.store.publication.inventory import stamp
+from runstore.store.publication.inventory import walk
 from runstore.tree_hash import TreeHasher
 from runstore.validation import check_digest
 

@@ -24,11 +24,17 @@ import sqlite3
 from collections.abc import Sequence
 
 import attrs
-from runstore import outcome_json, sql
-from runstore.canonical import JSON, decode_object
-from runstore.enums import TERMINAL_STATES, AttemptState
+from runstore import outcome_json
+from runstore import sql
+from runstore.canonical import JSON
+from runstore.canonical import decode_object
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
 from runstore.errors import DatabaseError
-from runstore.requests import Accepted, Censored, Reference, TerminalOutcome
+from runstore.requests import Accepted
+from runstore.requests import Censored
+from runstore.requests import Reference
+from runstore.requests import TerminalOutcome
 
 
 @attrs.frozen(kw_only=True)

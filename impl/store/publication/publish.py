@@ -18,27 +18,32 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-from collections.abc import Callable, Sequence
-from typing import Final, Protocol, TypeVar
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Final
+from typing import Protocol
+from typing import TypeVar
 
-from runstore import arguments, canonical, durable
+from runstore import arguments
+from runstore import canonical
+from runstore import durable
 from runstore.canonical import JSON
 from runstore.enums import ArtifactKind
-from runstore.errors import (
-    ArtifactCorruptError,
-    DestinationConflictError,
-    DurabilityError,
-    RunStoreError,
-)
-from runstore.receipts import (
-    CommittedEvent,
-    OwnedAttempt,
-    PublishedArtifact,
-    PublishedFinalization,
-    TerminalAttempt,
-)
-from runstore.requests import Reference, TerminalOutcome
-from runstore.store.publication import objects, outcome_document, publish_tx, staging
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import DestinationConflictError
+from runstore.errors import DurabilityError
+from runstore.errors import RunStoreError
+from runstore.receipts import CommittedEvent
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import PublishedArtifact
+from runstore.receipts import PublishedFinalization
+from runstore.receipts import TerminalAttempt
+from runstore.requests import Reference
+from runstore.requests import TerminalOutcome
+from runstore.store.publication import objects
+from runstore.store.publication import outcome_document
+from runstore.store.publication import publish_tx
+from runstore.store.publication import staging
 
 T = TypeVar("T")
 Clock = Callable[[], int]

@@ -14,25 +14,33 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from runstore import rules, sql
+from runstore import rules
+from runstore import sql
 from runstore.canonical import JSON
-from runstore.enums import ArtifactKind, LeasePurpose
-from runstore.errors import (
-    DuplicateLeaseError,
-    InvalidRecordError,
-    LeaseMismatchError,
-    RegistrationConflictError,
-    SnapshotChangedError,
-    UnknownArtifactError,
-)
-from runstore.receipts import CommittedEvent, OwnedAttempt, TerminalAttempt
+from runstore.enums import ArtifactKind
+from runstore.enums import LeasePurpose
+from runstore.errors import DuplicateLeaseError
+from runstore.errors import InvalidRecordError
+from runstore.errors import LeaseMismatchError
+from runstore.errors import RegistrationConflictError
+from runstore.errors import SnapshotChangedError
+from runstore.errors import UnknownArtifactError
+from runstore.receipts import CommittedEvent
+from runstore.receipts import OwnedAttempt
+from runstore.receipts import TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import Reference, TerminalOutcome
+from runstore.requests import Reference
+from runstore.requests import TerminalOutcome
 from runstore.shapes import references_refusal
-from runstore.store.artifacts import artifact_conflicts, artifact_exists, insert_artifact
-from runstore.store.finalization import check_commit, check_finishing, finish
+from runstore.store.artifacts import artifact_conflicts
+from runstore.store.artifacts import artifact_exists
+from runstore.store.artifacts import insert_artifact
+from runstore.store.finalization import check_commit
+from runstore.store.finalization import check_finishing
+from runstore.store.finalization import finish
 from runstore.store.guard import check_guard
-from runstore.store.leases import insert_lease, lease_exists
+from runstore.store.leases import insert_lease
+from runstore.store.leases import lease_exists
 from runstore.store.publication import outcome_document
 from runstore.validation import check_store_path
 

@@ -24,7 +24,8 @@ from typing import Final
 
 import attrs
 from runstore import durable
-from runstore.errors import DurabilityError, UnsafePathError
+from runstore.errors import DurabilityError
+from runstore.errors import UnsafePathError
 from runstore.store.lock_file import LockFile
 
 ARTIFACTS_DIR: Final = "artifacts"

@@ -19,19 +19,15 @@ from typing import Final
 import attrs
 from runstore import durable
 from runstore.enums import ArtifactKind
-from runstore.errors import (
-    ArtifactCorruptError,
-    DestinationConflictError,
-    DurabilityError,
-    UnsafePathError,
-)
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import DestinationConflictError
+from runstore.errors import DurabilityError
+from runstore.errors import UnsafePathError
 from runstore.store.lock_file import open_lock_file
 from runstore.store.publication import objects
-from runstore.store.publication.staging import (
-    ARTIFACTS_DIR,
-    STAGE_LOCK_NAME,
-    STAGE_PREFIX,
-)
+from runstore.store.publication.staging import ARTIFACTS_DIR
+from runstore.store.publication.staging import STAGE_LOCK_NAME
+from runstore.store.publication.staging import STAGE_PREFIX
 
 QUARANTINE_NAME: Final = ".quarantine"
 QUARANTINE_ATTEMPTS: Final = 100

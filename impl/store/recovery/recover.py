@@ -13,24 +13,39 @@ database steps in :mod:`runstore.store.recovery.recover_tx`.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import TypeVar
 
 import attrs
-from runstore import canonical, recovery_report
+from runstore import canonical
+from runstore import recovery_report
 from runstore.canonical import JSON
-from runstore.enums import TERMINAL_STATES, ArtifactKind, AttemptState
-from runstore.errors import ArtifactCorruptError, InvalidRecordError, RunStoreError
-from runstore.outcome_json import OutcomeClaim, read_outcome
-from runstore.receipts import CommittedEvent, TerminalAttempt
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import ArtifactKind
+from runstore.enums import AttemptState
+from runstore.errors import ArtifactCorruptError
+from runstore.errors import InvalidRecordError
+from runstore.errors import RunStoreError
+from runstore.outcome_json import OutcomeClaim
+from runstore.outcome_json import read_outcome
+from runstore.receipts import CommittedEvent
+from runstore.receipts import TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.recovery_report import RecoveryReport, RejectedArtifact
-from runstore.requests import interrupted_claims, interrupted_outcome
+from runstore.recovery_report import RecoveryReport
+from runstore.recovery_report import RejectedArtifact
+from runstore.requests import interrupted_claims
+from runstore.requests import interrupted_outcome
 from runstore.shapes import references_refusal
-from runstore.store.guard import AttemptRecord, load_attempt
-from runstore.store.publication import objects, publish, staging
-from runstore.store.publication.publish import Clock, Write
-from runstore.store.recovery import disk, recover_tx
+from runstore.store.guard import AttemptRecord
+from runstore.store.guard import load_attempt
+from runstore.store.publication import objects
+from runstore.store.publication import publish
+from runstore.store.publication import staging
+from runstore.store.publication.publish import Clock
+from runstore.store.publication.publish import Write
+from runstore.store.recovery import disk
+from runstore.store.recovery import recover_tx
 
 R = TypeVar("R")
 _ADDRESS_PREFIX = f"{staging.ARTIFACTS_DIR}/"

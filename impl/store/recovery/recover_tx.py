@@ -17,35 +17,35 @@ import sqlite3
 from collections.abc import Sequence
 
 import attrs
-from runstore import payloads, recovery_report, rules, sql
-from runstore.enums import TERMINAL_STATES, AttemptState
+from runstore import payloads
+from runstore import recovery_report
+from runstore import rules
+from runstore import sql
+from runstore.enums import TERMINAL_STATES
+from runstore.enums import AttemptState
 from runstore.errors import SnapshotChangedError
 from runstore.outcome_json import OutcomeClaim
-from runstore.receipts import CommittedEvent, TerminalAttempt
+from runstore.receipts import CommittedEvent
+from runstore.receipts import TerminalAttempt
 from runstore.records import ArtifactRegistration
-from runstore.requests import (
-    LEASED_ROOT_ROLE,
-    Accepted,
-    Failed,
-    Reference,
-    Superseded,
-    interrupted_claims,
-)
-from runstore.store.artifacts import artifact_exists, insert_artifact
+from runstore.requests import LEASED_ROOT_ROLE
+from runstore.requests import Accepted
+from runstore.requests import Failed
+from runstore.requests import Reference
+from runstore.requests import Superseded
+from runstore.requests import interrupted_claims
+from runstore.store.artifacts import artifact_exists
+from runstore.store.artifacts import insert_artifact
 from runstore.store.attempts import transition
-from runstore.store.finalization import (
-    acceptance_refusal,
-    check_final_artifact,
-    finalizing_decision,
-    finish,
-)
-from runstore.store.guard import (
-    AttemptRecord,
-    LeaseRecord,
-    claim_lease,
-    load_attempt,
-    reservation_lease,
-)
+from runstore.store.finalization import acceptance_refusal
+from runstore.store.finalization import check_final_artifact
+from runstore.store.finalization import finalizing_decision
+from runstore.store.finalization import finish
+from runstore.store.guard import AttemptRecord
+from runstore.store.guard import LeaseRecord
+from runstore.store.guard import claim_lease
+from runstore.store.guard import load_attempt
+from runstore.store.guard import reservation_lease
 from runstore.store.publication import outcome_document
 
 _TERMINAL = tuple(sorted(state.value for state in TERMINAL_STATES))
