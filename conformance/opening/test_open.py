@@ -1,4 +1,6 @@
-"""Opening a store: fresh and repeated opens, settings, concurrency, refusals, probes.
+"""Opening a store: fresh and repeated opens, settings, concurrency, refusals, probes, and
+an existing database verified before its journal mode changes (a refused database is left
+byte-identical, still in rollback-journal mode, with no ``-wal`` file).
 
 Durable state is always checked through a fresh sqlite3 connection or the file's bytes,
 never through the connection that wrote it.
@@ -16,6 +18,7 @@ import threading
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from typing import ClassVar
 
 import pytest
@@ -24,18 +27,23 @@ from runstore import RUN_STORE_SCHEMA_SQL
 from runstore import RUN_STORE_SCHEMA_VERSION
 from runstore import RunStore
 from runstore import durable
+from runstore import sql
 from runstore import sql as store_sql
 from runstore.errors import BusyError
 from runstore.errors import CapabilityProbeError
 from runstore.errors import ConnectionSettingsError
 from runstore.errors import DurabilityError
+from runstore.errors import RunStoreError
 from runstore.errors import SchemaMismatchError
 from runstore.errors import UnknownSchemaVersionError
 from runstore.errors import UnsafePathError
 from runstore.errors import UnsupportedFilesystemError
 from runstore.errors import UnversionedDatabaseError
+from runstore.store import run_store as store_module
+from runstore.store import schema_check
 from runstore.store import store_root
 from runstore.store.probes import PROBE_PREFIX
+from runstore.store.store_root import INIT_LOCK_NAME
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -494,3 +502,89 @@ def test_every_statement_of_an_open_passes_the_sql_seam_in_pairs(root: Path) -> 
     assert "BEGIN IMMEDIATE" in texts and "COMMIT" in texts
     assert sum(text.replace(" ", "").startswith("PRAGMAuser_version=1") for text in texts) == 1
     assert runstore.RUN_STORE_SCHEMA_VERSION == 1
+
+
+# --- an existing database is verified before WAL is enabled ---------------------------------
+
+DATABASES: dict[str, tuple[list[str], type[RunStoreError]]] = {
+    "v1 with a foreign table": (
+        ["CREATE TABLE mine (x INTEGER)", "PRAGMA user_version = 1"],
+        SchemaMismatchError,
+    ),
+    "v1 less one index": (
+        [
+            RUN_STORE_SCHEMA_SQL,
+            "DROP INDEX one_accepted_attempt_per_slot",
+            "PRAGMA user_version = 1",
+        ],
+        SchemaMismatchError,
+    ),
+    "unknown version 7": (
+        ["CREATE TABLE mine (x INTEGER)", "PRAGMA user_version = 7"],
+        UnknownSchemaVersionError,
+    ),
+    "unversioned with objects": (
+        ["CREATE TABLE mine (x INTEGER)", "INSERT INTO mine VALUES (1)"],
+        UnversionedDatabaseError,
+    ),
+}
+
+
+def make_rollback_journal_database(root: Path, statements: list[str]) -> bytes:
+    connection = sqlite3.connect(root / "run.sqlite3", isolation_level=None)
+    try:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+        connection.executescript(";\n".join(statements) + ";")
+    finally:
+        connection.close()
+    image = (root / "run.sqlite3").read_bytes()
+    assert image[18:20] == b"\x01\x01"  # rollback journal: file format read/write version 1
+    return image
+
+
+def assert_refused_untouched(root: Path, database: str) -> None:
+    statements, error = DATABASES[database]
+    before = make_rollback_journal_database(root, statements)
+    with pytest.raises(error):
+        RunStore.open(root)
+    after = (root / "run.sqlite3").read_bytes()
+    assert after[18:20] == b"\x01\x01", "the journal mode changed before the schema was checked"
+    assert after == before
+    assert sorted(os.listdir(root)) == sorted([INIT_LOCK_NAME, "run.sqlite3"])
+
+
+@pytest.mark.parametrize("database", sorted(DATABASES))
+def test_a_refused_database_keeps_its_rollback_journal(root: Path, database: str) -> None:
+    assert_refused_untouched(root, database)
+
+
+@pytest.mark.parametrize("database", sorted(DATABASES))
+def test_teeth_wal_enabled_before_the_checks_is_caught(
+    root: Path, monkeypatch: pytest.MonkeyPatch, database: str
+) -> None:
+    real = store_module._initialize_or_verify
+
+    def wal_first(connection: sqlite3.Connection, *args: Any) -> None:
+        sql.enable_wal(connection)
+        real(connection, *args)
+
+    monkeypatch.setattr(store_module, "_initialize_or_verify", wal_first)
+    with pytest.raises(AssertionError, match="journal mode changed"):
+        assert_refused_untouched(root, database)
+
+
+@pytest.mark.parametrize(
+    "database", sorted(name for name, (_, e) in DATABASES.items() if e is SchemaMismatchError)
+)
+def test_teeth_wal_enabled_inside_verification_is_caught(
+    root: Path, monkeypatch: pytest.MonkeyPatch, database: str
+) -> None:
+    real = schema_check.verify_schema
+
+    def verify_after_wal(connection: sqlite3.Connection) -> None:
+        sql.enable_wal(connection)
+        real(connection)
+
+    monkeypatch.setattr(schema_check, "verify_schema", verify_after_wal)
+    with pytest.raises(AssertionError, match="journal mode changed"):
+        assert_refused_untouched(root, database)

@@ -1,5 +1,9 @@
 """Every check of every capability probe, fed a fake kernel that lacks exactly the capability
-it checks, refuses the store (issue 16).
+it checks, refuses the store; and ``durable.rename_noreplace``, which the probes and the
+publisher rely on, is atomic: an emulation that checks the destination (``os.path.exists``,
+``lexists``, ``os.lstat``, ``os.stat``, ``os.access``) and then renames is caught by
+blinding those checks to the destination, as a racing creator does (each with a test of
+its test).
 
 A fake is installed at the seam the probe really uses: a ``runstore.durable`` function as
 ``runstore.store.probes`` calls it, the ``fcntl`` the probe's forked child calls, the ``os`` the
@@ -28,6 +32,7 @@ import signal
 import sqlite3
 import types
 from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -549,3 +554,138 @@ def test_every_probe_check_has_a_fake_kernel_case() -> None:
     source = Path(PROBES_FILE).read_text(encoding="utf-8")
     calls = len(re.findall(r"\b(?:_fail|_step)\(", source)) - 2  # minus the definitions
     assert calls == sum(key.split(":")[1].startswith(("_fail(", "_step(")) for key in SITES)
+
+
+# --- no-replace rename against a destination its checks cannot see --------------------------
+
+Rename = Callable[[str, str], None]
+Snapshot = tuple[str, dict[str, bytes]] | None
+
+
+def snapshot(path: Path) -> Snapshot:
+    if path.is_dir():
+        return "directory", {
+            str(item.relative_to(path)): item.read_bytes() if item.is_file() else b"<dir>"
+            for item in sorted(path.rglob("*"))
+        }
+    return ("file", {"": path.read_bytes()}) if path.exists() else None
+
+
+@contextlib.contextmanager
+def blind_to(destination: str) -> Iterator[None]:
+    """Make the usual existence checks report ``destination`` missing."""
+    hidden = os.path.abspath(destination)
+
+    def is_hidden(path: Any) -> bool:
+        try:
+            return os.path.abspath(os.fsdecode(os.fspath(path))) == hidden
+        except TypeError:  # a descriptor
+            return False
+
+    def stat_like(real: Callable[..., Any]) -> Callable[..., Any]:
+        def fake(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if is_hidden(path):
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+            return real(path, *args, **kwargs)
+
+        return fake
+
+    def predicate(real: Callable[..., bool]) -> Callable[..., bool]:
+        return lambda path, *args, **kwargs: not is_hidden(path) and real(path, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("stat", "lstat"):
+            patch.setattr(os, name, stat_like(getattr(os, name)))
+        patch.setattr(os, "access", predicate(os.access))
+        for name in ("exists", "lexists", "isdir", "isfile", "islink"):
+            patch.setattr(os.path, name, predicate(getattr(os.path, name)))
+        yield
+
+
+LAYOUTS = {  # destination: what sits there
+    "empty directory": lambda path: path.mkdir(),
+    "populated directory": lambda path: (path.mkdir(), (path / "resident").write_bytes(b"r\n")),
+    "file": lambda path: path.write_bytes(b"resident file\n"),
+}
+SOURCES = {
+    "directory": lambda path: (path.mkdir(), (path / "payload").write_bytes(b"p\n")),
+    "file": lambda path: path.write_bytes(b"payload file\n"),
+}
+
+
+def assert_refuses(rename: Rename, tmp_path: Path, source_kind: str, layout: str) -> None:
+    """``rename`` must refuse the destination with FileExistsError even though every
+    existence check says it is free, leaving source and destination as they were."""
+    source, destination = tmp_path / "source", tmp_path / "destination"
+    SOURCES[source_kind](source)
+    LAYOUTS[layout](destination)
+    before = snapshot(source), snapshot(destination)
+    with blind_to(str(destination)):
+        try:
+            rename(str(source), str(destination))
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise AssertionError(f"refused with {exc!r}, not FileExistsError") from exc
+        else:
+            raise AssertionError(f"renamed over the {layout}")
+    assert (snapshot(source), snapshot(destination)) == before
+
+
+RENAME_CASES = [(source, layout) for source in SOURCES for layout in LAYOUTS]
+
+
+@pytest.mark.parametrize(("source_kind", "layout"), RENAME_CASES)
+def test_noreplace_rename_refuses_a_destination_its_checks_cannot_see(
+    tmp_path: Path, source_kind: str, layout: str
+) -> None:
+    assert_refuses(durable.rename_noreplace, tmp_path, source_kind, layout)
+
+
+def check_then_rename(check: Callable[[str], bool]) -> Rename:
+    def rename(source: str, destination: str) -> None:
+        if check(destination):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), destination)
+        os.rename(source, destination)
+
+    return rename
+
+
+def _stats(function: Callable[[str], Any]) -> Callable[[str], bool]:
+    def check(path: str) -> bool:
+        try:
+            function(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    return check
+
+
+CHECKS: dict[str, Callable[[str], bool]] = {  # looked up at call time, as an emulation would
+    "os.path.exists": lambda path: os.path.exists(path),
+    "os.path.lexists": lambda path: os.path.lexists(path),
+    "os.lstat": _stats(lambda path: os.lstat(path)),
+    "os.stat": _stats(lambda path: os.stat(path)),
+    "os.access": lambda path: os.access(path, os.F_OK),
+}
+
+
+@pytest.mark.parametrize(("source_kind", "layout"), RENAME_CASES)
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_teeth_a_check_then_rename_emulation_is_caught(
+    tmp_path: Path, check: str, source_kind: str, layout: str
+) -> None:
+    """The test above fails a check-then-rename rename_noreplace, whatever it checks with,
+    for every layout (whether os.rename then replaces or fails with another errno)."""
+    with pytest.raises(AssertionError):
+        assert_refuses(check_then_rename(CHECKS[check]), tmp_path, source_kind, layout)
+
+
+def test_teeth_the_emulation_passes_without_the_race(tmp_path: Path) -> None:
+    """Unblinded, the emulation refuses like the real thing: only the race exposes it."""
+    destination = tmp_path / "destination"
+    destination.mkdir()
+    (tmp_path / "source").mkdir()
+    with pytest.raises(FileExistsError):
+        check_then_rename(CHECKS["os.path.lexists"])(str(tmp_path / "source"), str(destination))

@@ -20,10 +20,13 @@ from runstore import Completion
 from runstore import ExecutionKind
 from runstore import Failed
 from runstore import Next
+from runstore import ObservationReceipt
 from runstore import OwnedAttempt
+from runstore import Reference
 from runstore import Retry
 from runstore import SlotRole
 from runstore import Superseded
+from runstore import canonical
 from runstore.testing import fixtures as sc
 
 from conformance.writer.world import World
@@ -315,4 +318,145 @@ def test_a_fresh_observation_slot_needs_its_own_complete_result(world: World) ->
     refused_acceptance(world, second, 2_300)  # the retained selection is not its own
     world.publish(second, member, "fresh-1", 2_400)
     assert world.finish(second, Accepted(), "attempt-1", 2_500).state is S.ACCEPTED
+    world.check()
+
+
+def test_a_failing_attempt_leaves_the_claim_to_a_successful_retry(world: World) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    a = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    c = world.walk(
+        world.start(fixture, "reservation-1", authorization=Next(retry=True), now=1_010),
+        sc.EXECUTION_PATH,
+        1_150,
+    )
+    a = world.advance(a, S.FINALIZING, 1_200)  # A enters finalizing first, without a claim
+    c = world.claim(c, "claim-1", 1_250).attempt
+    assert c.claim_lease_id == "claim-1"
+    world.finish(a, Failed(code="worker_exit", details={}), "attempt-0", 1_300)
+    world.publish(c, fixture.observation_slots[0], "result-1", 1_350)
+    assert world.finish(c, Accepted(), "attempt-1", 1_400).state is S.ACCEPTED
+    assert world.rows("SELECT count(*) FROM attempts WHERE state = 'accepted'") == [(1,)]
+    world.check()
+
+
+def test_an_observation_has_references_an_event_and_says_whether_it_selected(
+    world: World,
+) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    member = fixture.observation_slots[0]
+    guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    guard = world.claim(guard, "claim-0", 1_200).attempt
+    first = sc.observation(member, guard, score=1)
+    own = sc.artifact(ArtifactKind.OBSERVATION, "result-a")
+    receipt = world.observe(guard, first, own, True, 1_300, [Reference("metrics", own.id)])
+    assert isinstance(receipt, ObservationReceipt)
+    assert (receipt.selected, receipt.selection) == (True, first.id)
+    assert world.rows("SELECT observation_id, role, artifact_id FROM observation_artifacts") == [
+        (first.id, "metrics", own.id)
+    ]
+    payload = world.rows(
+        "SELECT kind, CAST(payload_json AS BLOB) FROM events WHERE sequence = ?",
+        (receipt.event_sequence,),
+    )
+    assert payload == [
+        (
+            "observation_registered",
+            canonical.encode(
+                {
+                    "artifact_id": own.id,
+                    "observation_id": first.id,
+                    "references": [{"artifact_id": own.id, "role": "metrics"}],
+                    "registered": True,
+                    "selected": True,
+                    "slot_id": member.id,
+                }
+            ),
+        )
+    ]
+    second = sc.observation(member, guard, score=2)
+    kept = world.observe(guard, second, sc.artifact(ArtifactKind.OBSERVATION, "b"), True, 1_400)
+    assert (kept.selected, kept.selection) == (False, first.id)
+    world.check()
+
+
+def test_re_registering_an_observation_with_other_references_is_a_conflict(
+    world: World,
+) -> None:
+    """observation_references_conflict_unchecked: the same observation and artifact with
+    other references is refused, and the kept references and events are unchanged."""
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    member = fixture.observation_slots[0]
+    guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    metric = sc.artifact(ArtifactKind.OBSERVATION, "metric-0")
+    world.observe(guard, sc.observation(member, guard), metric, False, 1_200)
+    observation = sc.observation(member, guard, score=2)
+    artifact = sc.artifact(ArtifactKind.OBSERVATION, "observation-0")
+    world.observe(guard, observation, artifact, False, 1_300, [Reference("metrics", metric.id)])
+    world.refused(
+        "registration_conflict",
+        lambda: world.store.register_observation(
+            guard,
+            observation,
+            artifact,
+            [Reference("inputs", metric.id)],
+            select=False,
+            now_ns=1_400,
+        ),
+    )
+    assert world.rows(
+        "SELECT role, artifact_id FROM observation_artifacts WHERE observation_id = ?",
+        (observation.id,),
+    ) == [("metrics", metric.id)]
+    world.check()
+
+
+def test_an_observation_referencing_an_unknown_artifact_is_refused(world: World) -> None:
+    """observation_reference_existence_unchecked: a reference to an artifact that is
+    neither registered nor the observation's own is unknown_artifact, and nothing is
+    written."""
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    member = fixture.observation_slots[0]
+    guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    unknown = sc.artifact(ArtifactKind.OBSERVATION, "never-registered")
+    error = world.refused(
+        "unknown_artifact",
+        lambda: world.store.register_observation(
+            guard,
+            sc.observation(member, guard),
+            sc.artifact(ArtifactKind.OBSERVATION, "observation-0"),
+            [Reference("inputs", unknown.id)],
+            select=False,
+            now_ns=1_200,
+        ),
+    )
+    assert unknown.id in str(error)
+    assert world.rows("SELECT count(*) FROM observations") == [(0,)]
+    world.check()
+
+
+def test_re_selecting_an_already_selected_observation_writes_nothing(world: World) -> None:
+    """observation_reregistration_writes_event: an identical re-registration asking to
+    select an observation whose slot already has a selection selects nothing new, so it
+    writes nothing and has no event."""
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    member = fixture.observation_slots[0]
+    guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    guard = world.claim(guard, "claim-0", 1_200).attempt
+    observation = world.publish(guard, member, "observation-0", 1_300)
+    events = world.rows("SELECT count(*) FROM events")
+    delivered = len(world.delivered)
+    artifact = sc.artifact(ArtifactKind.OBSERVATION, "observation-0")
+    receipt = world.observe(guard, observation, artifact, True, 1_400)
+    assert (receipt.selected, receipt.selection, receipt.event_sequence) == (
+        False,
+        observation.id,
+        None,
+    )
+    assert world.rows("SELECT count(*) FROM events") == events
+    assert len(world.delivered) == delivered
     world.check()

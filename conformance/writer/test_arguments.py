@@ -26,7 +26,6 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -53,7 +52,6 @@ from runstore import OwnedAttempt
 from runstore import Reference
 from runstore import ResolvedRun
 from runstore import Retry
-from runstore import RunStoreError
 from runstore import Superseded
 from runstore import arguments
 from runstore import model as m
@@ -561,40 +559,20 @@ def test_a_generator_of_observation_slots_is_refused_without_being_consumed() ->
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    """A fresh store (and the model, in lockstep) with :data:`FIXTURE` registered and its
-    attempt 0 reserved as :data:`GUARD`."""
-    world = World(tmp_path)
+def reserved(world: World) -> World:
+    """The group's world (a fresh store and the model, in lockstep) with :data:`FIXTURE`
+    registered and its attempt 0 reserved as :data:`GUARD`."""
     world.register(FIXTURE)
     assert world.reserve(FIXTURE.slot_id, FirstAttempt(), LEASE, 1_000) == GUARD
-    yield world
-    world.close()
-
-
-def database_bytes(world: World) -> dict[str, bytes | None]:
-    """The bytes of ``run.sqlite3`` and ``run.sqlite3-wal`` (None when absent)."""
-    root = Path(world.database_path).parent
-    paths = {name: root / name for name in ("run.sqlite3", "run.sqlite3-wal")}
-    return {name: path.read_bytes() if path.exists() else None for name, path in paths.items()}
-
-
-def untouched(world: World) -> tuple[object, ...]:
-    """What a refused call leaves as it was: the database and its WAL byte for byte, the
-    root's entries (no ``artifacts/``, stage or lock file appears) and the events
-    delivered."""
-    root = Path(world.database_path).parent
-    return database_bytes(world), sorted(p.name for p in root.iterdir()), len(world.delivered)
+    return world
 
 
 def store_refuses(world: World, operation: str, args: list[object]) -> str:
     """The store refuses ``operation`` on ``args`` with ``invalid_record`` and leaves
-    everything :func:`untouched`; returns the message."""
-    before = untouched(world)
-    with pytest.raises(RunStoreError) as info:
-        call(getattr(world.store, operation), operation, args)
-    assert info.value.code == "invalid_record", info.value
-    assert untouched(world) == before
-    return info.value.message
+    everything :meth:`~World.untouched`; returns the message."""
+    operation_of = getattr(world.store, operation)
+    refusal = world.refused_untouched("invalid_record", lambda: call(operation_of, operation, args))
+    return refusal.message
 
 
 def model_refuses(world: World, operation: str, args: list[object]) -> str:
@@ -634,10 +612,13 @@ END_TO_END = settings(
 @END_TO_END
 @given(data=st.data())
 def test_store_and_model_refuse_one_ill_typed_argument_end_to_end(
-    world: World, operation: str, data: st.DataObject
+    reserved: World, operation: str, data: st.DataObject
 ) -> None:
     name, args = one_ill_typed(operation, data)
-    for message in (store_refuses(world, operation, args), model_refuses(world, operation, args)):
+    for message in (
+        store_refuses(reserved, operation, args),
+        model_refuses(reserved, operation, args),
+    ):
         assert names_parameter(message, name), message
 
 
@@ -645,47 +626,50 @@ def test_store_and_model_refuse_one_ill_typed_argument_end_to_end(
 @END_TO_END
 @given(data=st.data())
 def test_publishers_refuse_one_ill_typed_argument_before_anything_exists(
-    world: World, operation: str, data: st.DataObject
+    reserved: World, operation: str, data: st.DataObject
 ) -> None:
     """Nothing is created: no database write, no ``artifacts/`` directory, no stage, no
     recovery lock file; the model's writer refuses with the same code, state unchanged."""
     name, args = one_ill_typed(operation, data)
-    for message in (store_refuses(world, operation, args), model_refuses(world, operation, args)):
+    for message in (
+        store_refuses(reserved, operation, args),
+        model_refuses(reserved, operation, args),
+    ):
         assert names_parameter(message, name), message
 
 
-def test_publish_artifact_refuses_the_attempt_kind_before_anything_exists(world: World) -> None:
+def test_publish_artifact_refuses_the_attempt_kind_before_anything_exists(reserved: World) -> None:
     args = replaced("publish_artifact", 1, ArtifactKind.ATTEMPT)
-    assert store_refuses(world, "publish_artifact", args) == model_refuses(
-        world, "publish_artifact", args
+    assert store_refuses(reserved, "publish_artifact", args) == model_refuses(
+        reserved, "publish_artifact", args
     )
 
 
-def test_register_observation_takes_select_and_now_by_keyword_only(world: World) -> None:
+def test_register_observation_takes_select_and_now_by_keyword_only(reserved: World) -> None:
     """On the store, the model and the model's writer: a positional ``select`` (which an
     int time could otherwise slip into) is a ``TypeError`` before anything happens."""
     store_args = VALID["register_observation"]
     writers: list[tuple[Callable[..., Any], tuple[object, ...]]] = [
-        (world.store.register_observation, store_args),
-        (m.register_observation, (world.model.state, *store_args)),
-        (ModelWriter(world.model.state).register_observation, store_args),
+        (reserved.store.register_observation, store_args),
+        (m.register_observation, (reserved.model.state, *store_args)),
+        (ModelWriter(reserved.model.state).register_observation, store_args),
     ]
-    before, state = untouched(world), world.model.state
+    before, state = reserved.untouched(), reserved.model.state
     for function, args in writers:
         parameters = inspect.signature(function).parameters
         kinds = {name: parameters[name].kind for name in ("select", "now_ns")}
         assert set(kinds.values()) == {inspect.Parameter.KEYWORD_ONLY}, function
         with pytest.raises(TypeError):
             function(*args)
-    assert untouched(world) == before
-    assert world.model.state is state
+    assert reserved.untouched() == before
+    assert reserved.model.state is state
 
 
 @pytest.mark.parametrize(
     "operation", ["register_observation", "commit_finalization", "publish_finalization"]
 )
 def test_a_plain_pair_for_a_reference_is_refused_before_anything_is_written(
-    world: World, operation: str
+    reserved: World, operation: str
 ) -> None:
     """The ``(role, artifact_id)`` tuple a ``Reference`` stands for, well formed in every
     other way (a permitted role, the call's own artifact): ``invalid_record`` naming it,
@@ -694,16 +678,47 @@ def test_a_plain_pair_for_a_reference_is_refused_before_anything_is_written(
     index = [name for name, _ in PARAMETERS[operation]].index("references")
     args = replaced(operation, index, [Reference(*pair), pair])
     expected = "references[1] must be a Reference, not tuple"
-    assert store_refuses(world, operation, args) == expected
-    assert model_refuses(world, operation, args) == expected
+    assert store_refuses(reserved, operation, args) == expected
+    assert model_refuses(reserved, operation, args) == expected
 
 
 @pytest.mark.parametrize("operation", MODEL_ONLY)
 @END_TO_END
 @given(data=st.data())
 def test_model_only_operations_refuse_one_ill_typed_argument_end_to_end(
-    world: World, operation: str, data: st.DataObject
+    reserved: World, operation: str, data: st.DataObject
 ) -> None:
     name, args = one_ill_typed(operation, data)
-    message = model_refuses(world, operation, args)
+    message = model_refuses(reserved, operation, args)
     assert names_parameter(message, name), message
+
+
+def test_ill_typed_phases_times_outcomes_and_references_are_refused_untouched(
+    world: World,
+) -> None:
+    """Hand-picked ill-typed calls a user made (a phase as a string, a float or a bool time,
+    no outcome, a list for a reference): each a typed refusal that opens no transaction."""
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    guard = world.start(fixture, "reservation-0")
+    store, phase, ill = world.store, AttemptState.MATERIALIZING, "invalid_record"
+    world.refused_untouched(ill, lambda: store.advance(guard, "materializing", 1_100))  # type: ignore[arg-type]
+    world.refused_untouched(ill, lambda: store.advance(guard, phase, 110.5))  # type: ignore[arg-type]
+    world.refused_untouched(ill, lambda: store.advance(guard, phase, True))
+    lease = sc.lease("reservation-1", 10_000)
+    world.refused_untouched(ill, lambda: store.reserve(fixture.slot_id, FirstAttempt(), lease, 1.0))  # type: ignore[arg-type]
+    claimed = world.claim(world.walk(guard, sc.EXECUTION_PATH, 1_100), "claim-0", 1_200).attempt
+    final = sc.artifact(ArtifactKind.ATTEMPT, "attempt-0")
+    world.refused_untouched(
+        ill,
+        lambda: store.commit_finalization(claimed, None, final, (), 1_300, 1_300),  # type: ignore[arg-type]
+    )
+    pair = [["a", final.id]]
+    world.refused_untouched(
+        ill,
+        lambda: store.commit_finalization(claimed, Accepted(), final, pair, 1, 2),  # type: ignore[arg-type]
+    )
+    # Out of range stays out_of_range (checked after the types), also untouched.
+    failed = AttemptState.FAILED
+    world.refused_untouched("out_of_range", lambda: store.advance(claimed, failed, 2**63))
+    world.check()

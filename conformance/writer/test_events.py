@@ -338,3 +338,20 @@ def test_a_raising_subscriber_never_costs_a_committed_result(
     assert moved.revision == 1 and later == [1, 2]
     assert world.store.subscriber_failures == 2
     world.check()
+
+
+def test_reserve_returns_its_guard_although_a_subscriber_raises(world: World) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+
+    def broken(event: CommittedEvent) -> None:
+        raise ValueError("a consumer bug")
+
+    world.store.subscribe(broken)
+    guard = world.start(fixture, "reservation-0")
+    assert (guard.retry_index, guard.state) == (0, AttemptState.RESERVED)
+    assert world.store.subscriber_failures == 1
+    # Repeating the call is what a user did when the guard was lost: now it is not needed,
+    # and the slot still has exactly one attempt.
+    assert world.rows("SELECT retry_index, state FROM attempts") == [(0, "reserved")]
+    world.check()

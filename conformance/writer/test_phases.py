@@ -9,6 +9,8 @@ projection is compared with the model's.
 
 from __future__ import annotations
 
+import sqlite3
+
 import attrs
 import pytest
 from runstore import Accepted
@@ -325,5 +327,100 @@ def test_a_failing_attempt_does_not_cost_a_concurrent_success(world: World) -> N
     world.refused(
         "slot_satisfied",
         lambda: world.start(fixture, "reservation-2", authorization=Next(retry=True), now=1_500),
+    )
+    world.check()
+
+
+def test_references_cannot_be_rewritten_and_final_artifacts_are_one_per_attempt(
+    world: World,
+) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    guard = world.claim(guard, "claim-0", 1_200).attempt
+    world.publish(guard, fixture.observation_slots[0], "result-0", 1_300)
+    result = sc.artifact(ArtifactKind.OBSERVATION, "result-0").id
+    failed = Failed(code="oom", details={})
+    world.finish(guard, failed, "attempt-0", 1_400, [Reference("inputs", result)])
+    other = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=2_000)
+    other = world.advance(other, S.FINALIZING, 2_100)
+    world.refused(
+        "registration_conflict",
+        lambda: world.finish(other, Failed(code="oom", details={}), "attempt-0", 2_200),
+    )
+    connection = sqlite3.connect(world.database_path)
+    try:
+        connection.execute("PRAGMA recursive_triggers = ON")
+        for statement in (
+            "DELETE FROM attempt_artifacts",
+            "UPDATE attempt_artifacts SET role = 'changed'",
+            f"INSERT INTO attempt_artifacts VALUES ('{guard.attempt_id}', 'late', '{result}')",
+            "UPDATE observations SET artifact_id = NULL",
+        ):
+            with pytest.raises(sqlite3.IntegrityError):
+                connection.execute(statement)
+    finally:
+        connection.close()
+    world.check()
+
+
+def test_the_finish_time_is_immutable_and_leases_release_at_commit(world: World) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    guard = world.advance(guard, S.FINALIZING, 1_200)
+    receipt = world.finish(guard, Failed(code="oom", details={}), "a", 1_900, finished=1_500)
+    assert receipt.finished_at_ns == 1_500
+    assert world.rows("SELECT updated_at_ns, finished_at_ns FROM attempts") == [(1_500, 1_500)]
+    assert world.rows("SELECT max(at_ns) FROM events") == [(1_500,)]
+    assert world.rows("SELECT released_at_ns FROM leases") == [(1_900,)]
+    world.check()
+
+
+def test_a_finish_time_before_the_last_transition_is_clamped_and_leases_checked_at_commit(
+    world: World,
+) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    guard = world.walk(
+        world.start(fixture, "reservation-0", expires=2_000), sc.EXECUTION_PATH, 1_100
+    )
+    guard = world.advance(guard, S.FINALIZING, 1_200)
+    # The reservation expires at 2000: a commit at 2000 is refused although it finished
+    # at 1900; a finish time behind the last transition is clamped to it.
+    outcome = Failed(code="oom", details={})
+    world.refused("lease_expired", lambda: world.finish(guard, outcome, "a", 2_000, finished=1_900))
+    receipt = world.finish(guard, outcome, "a", 1_999, finished=900)
+    assert receipt.finished_at_ns == 1_200
+    world.check()
+
+
+def test_a_commit_time_before_the_finish_time_is_clamped_up_to_it(world: World) -> None:
+    """commit_time_not_clamped_to_finish: the commit time is clamped up to the finish
+    time, so the leases are released at the finish time, never before it."""
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    guard = world.advance(guard, S.FINALIZING, 1_200)
+    receipt = world.finish(guard, Failed(code="oom", details={}), "a", 1_300, finished=1_600)
+    assert receipt.finished_at_ns == 1_600
+    assert world.rows("SELECT updated_at_ns, finished_at_ns FROM attempts") == [(1_600, 1_600)]
+    assert world.rows("SELECT released_at_ns FROM leases") == [(1_600,)]
+    world.check()
+
+
+def test_record_json_is_the_complete_attempt_record(world: World) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    guard = world.advance(guard, S.FINALIZING, 1_200)
+    final = sc.artifact(ArtifactKind.ATTEMPT, "attempt-0")
+    world.finish(guard, Failed(code="oom", details={"rss": 9}), "attempt-0", 1_300)
+    (record,) = world.rows("SELECT record_json FROM attempts")[0]
+    assert record == (
+        '{"details":{"rss":9},"failure_code":"oom","final_artifact_id":"' + final.id + '",'
+        '"finished_at_ns":"1300","id":"' + guard.attempt_id + '","retry_index":0,"revision":6,'
+        '"slot_id":"' + fixture.slot_id + '","started_at_ns":"1000","state":"failed",'
+        '"updated_at_ns":"1300"}'
     )
     world.check()

@@ -8,6 +8,8 @@ The next retry index is the number of attempts the slot has. ``FirstAttempt()`` 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from runstore import Accepted
 from runstore import AttemptState
@@ -16,6 +18,8 @@ from runstore import Next
 from runstore import OwnedAttempt
 from runstore import Retry
 from runstore import RetryAuthorization
+from runstore import model as m
+from runstore import rules
 from runstore import run_attempt_id
 from runstore.errors import InvalidRecordError
 from runstore.testing import fixtures as sc
@@ -177,4 +181,22 @@ def test_reserve_checks_come_in_the_specified_order(world: World) -> None:
     )
     guard = world.reserve(fixture.slot_id, Next(retry=True), fresh, 1_999)
     assert guard.retry_index == 1
+    world.check()
+
+
+@pytest.mark.parametrize("authorization", [None, object(), "next", True, 1])
+def test_an_unknown_authorization_allocates_no_retry(world: World, authorization: Any) -> None:
+    fixture = sc.slot_fixture()
+    world.register(fixture)
+    world.start(fixture, "reservation-0")
+    lease = sc.lease("reservation-1", 10_000)
+    world.refused_untouched(
+        "invalid_record", lambda: world.store.reserve(fixture.slot_id, authorization, lease, 2)
+    )
+    state = world.model.state
+    assert m.reserve(state, fixture.slot_id, authorization, lease, 2)[0] is state
+    assert world.rows("SELECT retry_index FROM attempts") == [(0,)]
+    # The shared rule fails closed on its own, behind the argument check.
+    refusal = rules.authorization_refusal(authorization, 1)
+    assert refusal is not None and refusal.code == "invalid_record"
     world.check()

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from collections.abc import Sequence
 from multiprocessing.context import SpawnProcess
 from multiprocessing.queues import Queue
+from pathlib import Path
 from typing import Any
 from typing import TypeVar
 
@@ -231,6 +232,27 @@ class World:
     def check(self) -> None:
         """The whole durable projection equals the model's."""
         assert self.projection() == model_projection(self.model.state)
+
+    def untouched(self) -> tuple[object, ...]:
+        """What a call refused before any transaction leaves as it was: the database and
+        its WAL byte for byte, the root's entries (no ``artifacts/``, stage or lock file
+        appears) and the events delivered."""
+        root = Path(self.database_path).parent
+        files = {
+            name: (root / name).read_bytes() if (root / name).exists() else None
+            for name in ("run.sqlite3", "run.sqlite3-wal")
+        }
+        return files, sorted(p.name for p in root.iterdir()), len(self.delivered)
+
+    def refused_untouched(self, code: str, call: Callable[[], object]) -> RunStoreError:
+        """``call()`` must be refused with ``code`` and leave :meth:`untouched` as it was
+        (no transaction was even opened)."""
+        before = self.untouched()
+        with pytest.raises(RunStoreError) as info:
+            call()
+        assert info.value.code == code, info.value
+        assert self.untouched() == before
+        return info.value
 
     def refused(self, code: str, call: Callable[..., object], *args: Any) -> RunStoreError:
         """``call(*args)`` must be refused with ``code``, change no durable row and deliver
