@@ -35,12 +35,9 @@ _observer: Observer | None = None
 
 
 def install_observer(observer: Observer | None) -> Observer | None:
-    """The seam's test hook: install ``observer`` (or remove it with None) and return the
-    previous one, so a caller can restore it. The observer is called with "before" and
-    "after" around each operation of this seam, in this process; raising from "before"
-    makes the operation fail without running (fault injection), and the crash simulator's
-    tracer numbers boundaries through it. Test-only: the runtime never installs one, and
-    with none installed each operation pays one ``is None`` check."""
+    """The seam's test hook, as :func:`runstore.durable.install_observer`'s: install
+    ``observer`` (None removes it) and return the previous one. It sees "before" and
+    "after" around each statement; raising from "before" fails the statement unrun."""
     global _observer
     previous, _observer = _observer, observer
     return previous

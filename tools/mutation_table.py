@@ -131,6 +131,23 @@ def load_table(path: Path, layout: Layout, build: Callable[[str, dict[str, str]]
     return parse_table(data, layout, build, str(path))
 
 
+@dataclass(frozen=True)
+class Loader(Generic[E]):
+    """One driver's table: its file, its layout and how it builds an entry."""
+
+    path: Path
+    layout: Layout
+    build: Callable[[str, dict[str, str]], E]
+
+    def parse(self, data: dict[str, Any], source: str = "<table>") -> Table[E]:
+        """Check the parsed table file ``data`` (named ``source`` in errors) and build it."""
+        return parse_table(data, self.layout, self.build, source)
+
+    def load(self, path: Path | None = None) -> Table[E]:
+        """Read and check the table file (the driver's own when ``path`` is None)."""
+        return load_table(self.path if path is None else path, self.layout, self.build)
+
+
 def select(entries: Sequence[N], names: Sequence[str], noun: str) -> list[N]:
     """The entries named (all of them when ``names`` is empty), in the order named; an
     unknown name ends the program with a usage message."""

@@ -49,7 +49,6 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import mutation_table
 
@@ -92,15 +91,9 @@ def _mutation(_where: str, fields: dict[str, str]) -> Mutation:
     return Mutation(**fields)
 
 
-def parse_table(data: dict[str, Any], source: str = "<table>") -> Table[Mutation]:
-    """Check the parsed table file ``data`` (named ``source`` in errors) and build it."""
-    return mutation_table.parse_table(data, LAYOUT, _mutation, source)
-
-
-def load_table(path: Path = TABLE) -> Table[Mutation]:
-    """Read and check the table file (:class:`TableError` if it is malformed)."""
-    return mutation_table.load_table(path, LAYOUT, _mutation)
-
+LOADER = mutation_table.Loader(TABLE, LAYOUT, _mutation)
+parse_table = LOADER.parse
+load_table = LOADER.load
 
 _TABLE = load_table()
 # Constraint families. The first group is the list the schema promises to guard; the rest

@@ -65,7 +65,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import mutation_table
 from package_map import package_dirs
@@ -123,15 +122,9 @@ def _mutant(where: str, fields: dict[str, str]) -> Mutant:
     return mutant
 
 
-def parse_table(data: dict[str, Any], source: str = "<table>") -> Table[Mutant]:
-    """Check the parsed table file ``data`` (named ``source`` in errors) and build it."""
-    return mutation_table.parse_table(data, LAYOUT, _mutant, source)
-
-
-def load_table(path: Path = TABLE) -> Table[Mutant]:
-    """Read and check the table file (:class:`TableError` if it is malformed)."""
-    return mutation_table.load_table(path, LAYOUT, _mutant)
-
+LOADER = mutation_table.Loader(TABLE, LAYOUT, _mutant)
+parse_table = LOADER.parse
+load_table = LOADER.load
 
 _TABLE = load_table()
 REQUIRED_FAMILIES: tuple[str, ...] = _TABLE.required_families

@@ -291,6 +291,12 @@ def test_every_package_is_installed() -> None:
 # --- what an import loads ---------------------------------------------------------------------
 
 
+def printed(code: str) -> str:
+    """What ``code`` prints, run in a fresh interpreter (nothing already imported)."""
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
 @pytest.mark.parametrize(
     "statement",
     [
@@ -305,10 +311,7 @@ def test_the_value_layer_model_and_testing_factories_load_no_sqlite_or_fcntl(
     statement: str,
 ) -> None:
     code = f"{statement}; import sys; print(sorted({{'sqlite3', 'fcntl'}} & set(sys.modules)))"
-    output = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True
-    ).stdout
-    assert output.strip() == "[]"
+    assert printed(code) == "[]"
 
 
 def test_the_store_is_loaded_on_first_use() -> None:
@@ -318,10 +321,7 @@ def test_the_store_is_loaded_on_first_use() -> None:
         "assert runstore.RUN_STORE_SCHEMA_VERSION == 1; "
         "import runstore.store; assert runstore.store.RunStore is store; print(store.__module__)"
     )
-    output = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True
-    ).stdout
-    assert output.strip() == "runstore.store.run_store"
+    assert printed(code) == "runstore.store.run_store"
 
 
 def test_dask_is_imported_only_when_a_dask_executor_is_made() -> None:
@@ -332,10 +332,7 @@ def test_dask_is_imported_only_when_a_dask_executor_is_made() -> None:
         "runstore.runner.dask_executor, runstore.runner.dask_task, runstore.runner.local; "
         "print(sorted(n for n in sys.modules if n.split('.')[0] in ('dask', 'distributed')))"
     )
-    output = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True
-    ).stdout
-    assert output.strip() == "[]"
+    assert printed(code) == "[]"
 
 
 def test_the_public_vocabulary_is_importable_from_runstore() -> None:

@@ -5,6 +5,7 @@ malformed table file, and the verdict on one pytest run of a mutant."""
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -28,6 +29,13 @@ new = "pass"
 DRIVERS = {
     "writer": (writer_mutations, "mutant", 'file = "impl/payloads.py"\n'),
     "schema": (schema_mutations, "mutation", ""),
+}
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+# Each committed table's entry keys (required, optional), listed here independently of the
+# drivers.
+KEYS = {
+    "writer": ({"name", "family", "file", "old", "new"}, {"equivalent"}),
+    "schema": ({"name", "family", "old", "new"}, set()),
 }
 
 
@@ -127,3 +135,47 @@ def test_select_keeps_the_order_named_and_refuses_an_unknown_name(driver: str) -
     assert tool(driver).select([second.name, first.name]) == [second, first]
     with pytest.raises(SystemExit, match=r"unknown .*: nope"):
         tool(driver).select(["nope"])
+
+
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
+def test_the_committed_table_holds_only_the_known_keys_and_is_the_drivers(driver: str) -> None:
+    _, entry_key, _ = DRIVERS[driver]
+    path = TOOLS / f"{driver}_mutations.toml"
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    assert set(data) == {"families", entry_key}
+    assert set(data["families"]) == {"required", "extra"}
+    assert tuple(data["families"]["required"]) == tool(driver).REQUIRED_FAMILIES
+    assert (*data["families"]["required"], *data["families"]["extra"]) == tool(driver).FAMILIES
+    required, optional = KEYS[driver]
+    entries = data[entry_key]
+    assert isinstance(entries, list)
+    for entry in entries:
+        assert required <= set(entry) <= required | optional, entry.get("name")
+        assert all(isinstance(value, str) for value in entry.values()), entry["name"]
+    # The driver's table is the file's, entry by entry and in the file's order.
+    built = tool(driver).LOADER.load().entries
+    keys = sorted(required | optional)
+    assert [tuple(e.get(k) for k in keys) for e in entries] == [
+        tuple(getattr(m, k) for k in keys) for m in built
+    ]
+    assert path == tool(driver).TABLE
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "complaint"),
+    [
+        pytest.param('"impl/payloads.py"', '"model/state.py"', "under impl/", id="file"),
+        pytest.param('new = "pass"', 'new = "pass"\nequivalent = " "', "the reason", id="why"),
+    ],
+)
+def test_a_mutant_names_a_file_under_impl_and_an_equivalent_one_says_why(
+    tmp_path: Path, old: str, new: str, complaint: str
+) -> None:
+    """The writer driver's own checks, beyond the shared ones."""
+    path = tmp_path / "table.toml"
+    path.write_text(table_text("writer"), encoding="utf-8")
+    (entry,) = writer_mutations.load_table(path).entries
+    assert (entry.file, entry.equivalent) == ("impl/payloads.py", None)
+    path.write_text(table_text("writer").replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(mutation_table.TableError, match=re.escape(complaint)):
+        writer_mutations.load_table(path)

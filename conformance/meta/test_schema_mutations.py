@@ -9,7 +9,6 @@ the schema promises to guard has at least one mutation.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -90,21 +89,3 @@ def test_the_tool_judges_by_the_schema_tests_only() -> None:
     assert chosen == sorted(chosen)
     assert {"test_structure.py", "test_attempts.py"} <= set(chosen)
     assert {path.parent.name for path in TOOL.schema_tests(ROOT)} == {"schema"}
-
-
-def test_the_table_file_parses_and_holds_only_the_known_keys() -> None:
-    data = tomllib.loads(TABLE_PATH.read_text(encoding="utf-8"))
-    assert set(data) == {"families", "mutation"}
-    assert set(data["families"]) == {"required", "extra"}
-    assert tuple(data["families"]["required"]) == TOOL.REQUIRED_FAMILIES
-    assert (*data["families"]["required"], *data["families"]["extra"]) == TOOL.FAMILIES
-    entries = data["mutation"]
-    assert isinstance(entries, list)
-    for entry in entries:
-        assert set(entry) == MUTATION_KEYS, entry.get("name")
-        assert all(isinstance(entry[key], str) for key in MUTATION_KEYS), entry["name"]
-    # The driver's table is the file's, entry by entry and in the file's order.
-    assert [(e["name"], e["family"], e["old"], e["new"]) for e in entries] == [
-        (m.name, m.family, m.old, m.new) for m in MUTATIONS
-    ]
-    assert TOOL.TABLE == TABLE_PATH

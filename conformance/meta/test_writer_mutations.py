@@ -11,8 +11,6 @@ are imports the package from the copy, and a broken copy fails.
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -79,25 +77,6 @@ def test_every_family_is_used_and_enough_mutants_must_die() -> None:
 def test_equivalent_mutants_say_why() -> None:
     reasons = {m.name: m.equivalent for m in MUTANTS if m.equivalent is not None}
     assert all(len(reason.split()) >= 5 for reason in reasons.values()), reasons
-
-
-def test_the_table_file_parses_and_holds_only_the_known_keys() -> None:
-    data = tomllib.loads(TABLE_PATH.read_text(encoding="utf-8"))
-    assert set(data) == {"families", "mutant"}
-    assert set(data["families"]) == {"required", "extra"}
-    assert tuple(data["families"]["required"]) == TOOL.REQUIRED_FAMILIES
-    assert (*data["families"]["required"], *data["families"]["extra"]) == TOOL.FAMILIES
-    entries = data["mutant"]
-    assert isinstance(entries, list)
-    for entry in entries:
-        assert MUTANT_KEYS <= set(entry) <= MUTANT_KEYS | OPTIONAL_KEYS, entry.get("name")
-        assert all(isinstance(value, str) for value in entry.values()), entry["name"]
-    # The driver's table is the file's, entry by entry and in the file's order.
-    keys = ("name", "family", "file", "old", "new")
-    assert [(*(e[k] for k in keys), e.get("equivalent")) for e in entries] == [
-        (m.name, m.family, m.file, m.old, m.new, m.equivalent) for m in MUTANTS
-    ]
-    assert TOOL.TABLE == TABLE_PATH
 
 
 def test_the_suite_runs_writer_tests_first_and_never_this_file() -> None:
@@ -173,39 +152,3 @@ def test_a_killed_equivalent_mutant_is_mismarked() -> None:
     mutant = TOOL.Mutant("m", "events", "impl/store/events.py", "a", "b", "claimed equivalent")
     outcome = TOOL.judge(mutant, 1, "FAILED conformance/values/test_rules.py::t - x")
     assert outcome.mismarked and "drop the mark" in outcome.detail
-
-
-VALID_TABLE = """\
-[families]
-required = ["events"]
-extra = ["edges"]
-
-[[mutant]]
-name = "no_claim"
-family = "events"
-file = "impl/payloads.py"
-old = '''payload["claim"] = claim'''
-new = "pass"
-"""
-
-
-@pytest.mark.parametrize(
-    ("old", "new", "complaint"),
-    [
-        pytest.param('"impl/payloads.py"', '"model/state.py"', "under impl/", id="file"),
-        pytest.param('new = "pass"', 'new = "pass"\nequivalent = " "', "the reason", id="why"),
-    ],
-)
-def test_a_mutant_names_a_file_under_impl_and_an_equivalent_one_says_why(
-    tmp_path: Path, old: str, new: str, complaint: str
-) -> None:
-    """The writer driver's own checks; the shared ones are test_mutation_tables.py's."""
-    path = tmp_path / "table.toml"
-    path.write_text(VALID_TABLE, encoding="utf-8")
-    table = TOOL.load_table(path)
-    assert [(m.name, m.file, m.equivalent) for m in table.entries] == [
-        ("no_claim", "impl/payloads.py", None)
-    ]
-    path.write_text(VALID_TABLE.replace(old, new, 1), encoding="utf-8")
-    with pytest.raises(TOOL.TableError, match=re.escape(complaint)):
-        TOOL.load_table(path)

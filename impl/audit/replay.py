@@ -74,12 +74,7 @@ class Divergence:
     message: str
 
     def to_json(self) -> dict[str, JSON]:
-        return {
-            "code": self.code,
-            "sequence": self.sequence,
-            "attempt_id": self.attempt_id,
-            "message": self.message,
-        }
+        return attrs.asdict(self)  # strings and an int, in the order declared
 
 
 DIVERGENCE_CODES = (

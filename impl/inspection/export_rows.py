@@ -89,12 +89,7 @@ class ArtifactRef:
     manifest_sha256: str
 
     def to_json(self) -> dict[str, JSON]:
-        return {
-            "id": self.id,
-            "path": self.path,
-            "content_sha256": self.content_sha256,
-            "manifest_sha256": self.manifest_sha256,
-        }
+        return attrs.asdict(self)  # every field a string, in the order declared
 
 
 @attrs.frozen(kw_only=True)
