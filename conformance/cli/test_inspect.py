@@ -12,9 +12,9 @@ import pytest
 
 from conformance.cli.world import RUNSTORE
 from conformance.cli.world import json_lines
-from conformance.cli.world import query
 from conformance.cli.world import runstore
 from conformance.cli.world import write_campaign
+from conformance.closed_store import rows as query
 
 
 @pytest.fixture(scope="module")

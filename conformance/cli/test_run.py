@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conformance.cli.world import json_lines
-from conformance.cli.world import query
 from conformance.cli.world import runstore
 from conformance.cli.world import start
 from conformance.cli.world import write_campaign
+from conformance.closed_store import rows as query
 
 
 def test_a_campaign_runs_to_completion_and_a_second_run_runs_nothing(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -128,12 +127,3 @@ def start(*arguments: str) -> subprocess.Popen[str]:
 
 def json_lines(output: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in output.splitlines() if line.strip()]
-
-
-def query(store: Path, sql: str, parameters: Sequence[object] = ()) -> list[tuple[object, ...]]:
-    """Read the store (closed by every process) through a fresh read-only connection."""
-    connection = sqlite3.connect(f"file:{store}/run.sqlite3?mode=ro", uri=True)
-    try:
-        return connection.execute(sql, parameters).fetchall()
-    finally:
-        connection.close()

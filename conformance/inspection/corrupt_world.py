@@ -173,14 +173,6 @@ def checkpoint(connection: sqlite3.Connection) -> None:
     assert busy == 0
 
 
-def rows(root: Path, query: str, parameters: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    connection = sqlite3.connect(f"file:{root / DATABASE}?mode=ro", uri=True)
-    try:
-        return connection.execute(query, parameters).fetchall()
-    finally:
-        connection.close()
-
-
 def rewrite_record(
     connection: sqlite3.Connection,
     table: str,

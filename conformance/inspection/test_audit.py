@@ -10,11 +10,9 @@ and re-create the triggers around them, as someone editing the file by hand woul
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
-import pytest
 from runstore import RunStore
 from runstore.audit import AuditReport
 from runstore.audit import Divergence
@@ -23,25 +21,10 @@ from runstore.audit.replay import DIVERGENCE_CODES
 from runstore.inspection.snapshot import Snapshot
 from runstore.records import ApplicabilityDecision
 
-from conformance.inspection.corrupt_world import build_store
-from conformance.inspection.corrupt_world import copy_store
+from conformance.closed_store import rows
 from conformance.inspection.corrupt_world import edited
-from conformance.inspection.corrupt_world import rows
 
 SECOND = 10**9
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("audit") / "store"
-    root.mkdir()
-    build_store(root)
-    return root
-
-
-@pytest.fixture
-def copy(built: Path, tmp_path: Path) -> Iterator[Path]:
-    yield copy_store(built, tmp_path / "copy")
 
 
 def audited(root: Path) -> AuditReport:
@@ -57,11 +40,11 @@ def diverges(root: Path, code: str) -> Divergence:
     return report.divergence
 
 
-def test_a_store_the_writer_built_replays_to_the_same_projection(built: Path) -> None:
-    report = audited(built)
+def test_a_store_the_writer_built_replays_to_the_same_projection(pristine: Path) -> None:
+    report = audited(pristine)
     assert report.ok, report.divergence
-    (events,) = rows(built, "SELECT count(*) FROM events")[0]
-    (attempts,) = rows(built, "SELECT count(*) FROM attempts")[0]
+    (events,) = rows(pristine, "SELECT count(*) FROM events")[0]
+    (attempts,) = rows(pristine, "SELECT count(*) FROM attempts")[0]
     assert (report.events, report.attempts) == (events, attempts)
     assert events > 50
     document = report.to_json()

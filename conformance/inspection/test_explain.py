@@ -8,9 +8,7 @@ reader. Owner tokens are the lease holders' secrets: they must never reach the o
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 from runstore import RunStoreError
@@ -18,6 +16,7 @@ from runstore.inspection.explain import Explanation
 from runstore.inspection.explain import explain
 from runstore.inspection.snapshot import Snapshot
 
+from conformance.closed_store import rows
 from conformance.inspection.test_status import OWNER_TOKEN
 from conformance.inspection.test_status import Built
 from conformance.inspection.test_status import build_store
@@ -27,14 +26,6 @@ from conformance.inspection.test_status import build_store
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Built]:
     root = tmp_path_factory.mktemp("explain-store")
     return root, build_store(root)
-
-
-def rows(root: Path, query: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
-    connection = sqlite3.connect(f"file:{root / 'run.sqlite3'}?mode=ro", uri=True)
-    try:
-        return connection.execute(query, params).fetchall()
-    finally:
-        connection.close()
 
 
 def explained(root: Path, target: str) -> Explanation:

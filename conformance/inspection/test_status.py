@@ -43,6 +43,8 @@ from runstore.records import ResolvedRun
 from runstore.testing import factories
 from runstore.testing.factories import OneShot
 
+from conformance.closed_store import rows
+
 CAMPAIGN = "camp"
 EXPIRES = 10_000
 FAR = 2**62
@@ -237,13 +239,8 @@ FROM attempt_slots s
 
 def independent_states(database: Path) -> dict[str, str]:
     """Each slot's state by this file's own reading of SPEC.md 15.6."""
-    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
-    try:
-        rows = connection.execute(EXPECTED_QUERY).fetchall()
-    finally:
-        connection.close()
     states: dict[str, str] = {}
-    for slot_id, count, accepted, open_, latest in rows:
+    for slot_id, count, accepted, open_, latest in rows(database, EXPECTED_QUERY):
         if accepted:
             states[slot_id] = "accepted"
         elif open_:
@@ -304,11 +301,7 @@ def test_status_counts(built: tuple[Path, Built]) -> None:
         problem: {state.value: counts.get(state.value, 0) for state in SlotState}
         for problem, counts in per_problem.items()
     }
-    connection = sqlite3.connect(f"file:{root / 'run.sqlite3'}?mode=ro", uri=True)
-    try:
-        by_state = dict(connection.execute("SELECT state, count(*) FROM attempts GROUP BY state"))
-    finally:
-        connection.close()
+    by_state = dict(rows(root, "SELECT state, count(*) FROM attempts GROUP BY state"))
     assert report.attempts_by_state == by_state
     assert report.excluded == (EXCLUDED,)
     document = report.to_json()

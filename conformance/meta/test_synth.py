@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from runstore.runner.executor import WorkStatus
 from runstore.store.publication import objects
 from runstore.testing.publishing import read_tree
 
+from conformance.closed_store import rows
 from conformance.runner.world import Clock
 from conformance.runner.world import campaign
 from conformance.runner.world import result
@@ -89,11 +89,7 @@ def renamed(projection: Projection, mapping: dict[str, str]) -> Projection:
 
 
 def sqlite_sequence(root: Path) -> list[tuple[Any, ...]]:
-    connection = sqlite3.connect(f"file:{root}/run.sqlite3?mode=ro", uri=True)
-    try:
-        return connection.execute("SELECT name, seq FROM sqlite_sequence").fetchall()
-    finally:
-        connection.close()
+    return rows(root, "SELECT name, seq FROM sqlite_sequence")
 
 
 @pytest.mark.parametrize("attempts", [3, 13])

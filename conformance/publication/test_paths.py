@@ -16,7 +16,6 @@ import fcntl
 import json
 import os
 import re
-import sqlite3
 import stat
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from runstore.store.publication import outcome_document as store_builder
 from runstore.store.publication import staging
 from runstore.testing import fixtures as sc
 
+from conformance.closed_store import reading
 from conformance.publication.world import DATA
 from conformance.publication.world import FAR
 from conformance.publication.world import ClockScript
@@ -80,14 +80,11 @@ def test_exact_outcome_bytes(world: PublicationWorld) -> None:
         finalizing_state, guard.attempt_id, outcome, references, finished
     )
     assert written == expected
-    connection = sqlite3.connect(f"file:{world.database_path}?mode=ro", uri=True)
-    try:
+    with reading(world.database_path) as connection:
         connection.execute("BEGIN")
         rebuilt = store_builder.outcome_document(
             connection, guard.attempt_id, outcome, references, finished
         )
-    finally:
-        connection.close()
     assert written == rebuilt
     document = json.loads(written)
     assert document["finished_at_ns"] == str(finished)

@@ -24,7 +24,6 @@ import json
 import multiprocessing
 import os
 import re
-import sqlite3
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -46,6 +45,7 @@ from runstore.requests import interrupted_outcome
 from runstore.store.publication import objects
 from runstore.store.publication import outcome_document
 
+from conformance.closed_store import reading
 from conformance.publication.world import DATA
 from conformance.publication.world import Payload
 from conformance.publication.world import PublicationWorld
@@ -194,13 +194,10 @@ def forge_outcome(
 ) -> bytes:
     """The ``outcome.json`` the store would build now for these claims (read through a
     fresh read-only connection), whether or not any publisher could have written it."""
-    connection = sqlite3.connect(f"file:{world.database_path}?mode=ro", uri=True)
-    try:
+    with reading(world.database_path) as connection:
         return outcome_document.outcome_document(
             connection, attempt_id, outcome, references, finished_at_ns
         )
-    finally:
-        connection.close()
 
 
 def recover(world: PublicationWorld, t: int) -> RecoveryReport:

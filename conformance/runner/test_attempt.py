@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from runstore.runner.worker_result import Failure
 from runstore.runner.worker_result import Success
 from runstore.runner.worker_result import judge
 
+from conformance.closed_store import rows
 from conformance.runner.world import SECOND
 from conformance.runner.world import Clock
 from conformance.runner.world import campaign
@@ -42,16 +42,13 @@ def test_a_losing_contender_publishes_superseded_and_keeps_its_observation(
         lost = attempt.finish(store, second, succeeded({"x": 2}), 30 * SECOND, clock)
     assert (won.terminal.state.value, lost.terminal.state.value) == ("accepted", "superseded")
     assert lost.metrics == {}
-    connection = sqlite3.connect(f"file:{tmp_path}/run.sqlite3?mode=ro", uri=True)
-    try:
-        observations = connection.execute(
-            "SELECT o.attempt_id, s.observation_id IS NOT NULL FROM observations AS o "
-            "LEFT JOIN selected_observations AS s ON s.observation_id = o.id "
-            "ORDER BY o.attempt_id = ?",
-            (first.guard.attempt_id,),
-        ).fetchall()
-    finally:
-        connection.close()
+    observations = rows(
+        tmp_path,
+        "SELECT o.attempt_id, s.observation_id IS NOT NULL FROM observations AS o "
+        "LEFT JOIN selected_observations AS s ON s.observation_id = o.id "
+        "ORDER BY o.attempt_id = ?",
+        (first.guard.attempt_id,),
+    )
     assert observations == [(second.guard.attempt_id, 0), (first.guard.attempt_id, 1)]
 
 

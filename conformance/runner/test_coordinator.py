@@ -4,7 +4,6 @@ and resuming (SPEC.md section 15.4, 15.5)."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from runstore.runner.executor import WorkResult
 from runstore.runner.executor import WorkStatus
 from runstore.runner.plan import plan
 
+from conformance.closed_store import rows
 from conformance.runner.world import SECOND
 from conformance.runner.world import Clock
 from conformance.runner.world import Events
@@ -65,15 +65,6 @@ def run(
             clock=clock,
         )
     return summary, events, executor
-
-
-def rows(root: str, query: str) -> list[tuple[object, ...]]:
-    """Read the closed store through a fresh read-only connection."""
-    connection = sqlite3.connect(f"file:{root}/run.sqlite3?mode=ro", uri=True)
-    try:
-        return connection.execute(query).fetchall()
-    finally:
-        connection.close()
 
 
 def always(work: WorkResult) -> object:

@@ -40,10 +40,10 @@ from runstore.store import RunStore
 from runstore.store.store_root import create_root
 
 from conformance.cli.world import json_lines
-from conformance.cli.world import query
 from conformance.cli.world import runstore
 from conformance.cli.world import start
 from conformance.cli.world import write_campaign
+from conformance.closed_store import rows as query
 from conformance.runner.executor_world import gone
 from conformance.runner.world import SECOND
 from conformance.runner.world import Clock

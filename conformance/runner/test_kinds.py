@@ -6,7 +6,6 @@ is accepted."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -19,19 +18,12 @@ from runstore.runner.executor import WorkOrder
 from runstore.runner.executor import WorkResult
 from runstore.runner.executor import WorkStatus
 
+from conformance.closed_store import rows
 from conformance.runner.world import Clock
 from conformance.runner.world import Events
 from conformance.runner.world import ScriptedExecutor
 from conformance.runner.world import campaign
 from conformance.runner.world import result
-
-
-def rows(root: Path, query: str) -> list[tuple[object, ...]]:
-    connection = sqlite3.connect(f"file:{root}/run.sqlite3?mode=ro", uri=True)
-    try:
-        return connection.execute(query).fetchall()
-    finally:
-        connection.close()
 
 
 def run(

@@ -14,7 +14,6 @@ before the store's own pass (so both see the same disk: no final object yet).
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from runstore.store.publication import objects
 from runstore.testing.disk import disk_view
 from runstore.testing.lockstep import ModelWriter
 
+from conformance.closed_store import reading
 from conformance.vectors.readers import assert_current
 from conformance.vectors.readers import read_vector_file
 from conformance.vectors.readers import replay_checked
@@ -85,8 +85,7 @@ def test_recovery_publishes_the_pinned_bytes(case: dict[str, Any], tmp_path: Pat
     assert verified.tree_sha256 == pinned["content_sha256"]
     assert verified.manifest_sha256 == pinned["manifest_sha256"]
 
-    connection = sqlite3.connect(f"file:{database_path}?mode=ro", uri=True)
-    try:
+    with reading(database_path) as connection:
         (final_id,) = connection.execute(
             "SELECT final_artifact_id FROM attempts WHERE id = ?", (case["attempt_id"],)
         ).fetchone()
@@ -94,8 +93,6 @@ def test_recovery_publishes_the_pinned_bytes(case: dict[str, Any], tmp_path: Pat
             "SELECT path, content_sha256, manifest_sha256 FROM artifacts WHERE id = ?",
             (final_id,),
         ).fetchone()
-    finally:
-        connection.close()
     assert final_id == pinned["id"]
     assert row == (pinned["path"], pinned["content_sha256"], pinned["manifest_sha256"])
 

@@ -29,8 +29,8 @@ from runstore.canonical import JSON
 from runstore.errors import DatabaseError
 from runstore.testing import fixtures as sc
 
+from conformance.closed_store import rows as read
 from conformance.writer.world import World
-from conformance.writer.world import read
 
 SLOT = "attempt-slot:v1:e03f68e943d9b0a003f4d4dacdd8bc41c65477982bb7a06e67a4eeeaa9b353dc"
 A0 = "attempt:v1:0232f8bfc11d6c5c5735b44aa1119381226475fd32bc85934530bb15863980a5"

@@ -81,6 +81,8 @@ from runstore.testing.publishing import ClockScript
 from runstore.testing.publishing import Payload
 from runstore.testing.publishing import at
 
+from conformance.closed_store import reading
+
 OWNERS = (sc.OWNER, sc.OTHER_OWNER)
 LEASE_IDS = tuple(f"lease-{n}" for n in range(10))
 FIXTURES = (
@@ -199,12 +201,8 @@ class WriterMatchesModel(RuleBasedStateMachine):
     def the_audit_replays_the_event_log_to_the_same_projection(self) -> None:
         """Once per program (the log holds every step): ``runstore audit``'s replay of the
         committed log reaches the store's projection."""
-        database = self.stores[0].database_path
-        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
-        try:
+        with reading(self.stores[0].database_path) as connection:
             report = audit_connection(connection, self.root)
-        finally:
-            connection.close()
         assert report.divergence is None, report.divergence
         if report.events >= 10:
             event("audit replayed 10 or more events")

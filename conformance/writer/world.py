@@ -19,7 +19,6 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.synchronize
 import os
-import sqlite3
 from collections.abc import Callable
 from collections.abc import Sequence
 from multiprocessing.context import SpawnProcess
@@ -59,20 +58,13 @@ from runstore.testing.lockstep import ModelWriter
 from runstore.testing.lockstep import Writer
 from runstore.testing.lockstep import lockstep
 
+from conformance.closed_store import rows as read
+
 T = TypeVar("T")
 Row = tuple[Any, ...]
 
 EXPIRES = 10_000
 """The default lease expiry of the helpers."""
-
-
-def read(database_path: str, query: str, params: Sequence[object] = ()) -> list[Row]:
-    """Rows of ``query`` through a new read-only connection (never the writer's)."""
-    connection = sqlite3.connect(f"file:{database_path}?mode=ro", uri=True)
-    try:
-        return [tuple(row) for row in connection.execute(query, params)]
-    finally:
-        connection.close()
 
 
 class World:
