@@ -10,7 +10,7 @@ file raises :class:`TableError`) and runs it. For every mutation it builds a thr
 in a temporary directory::
 
     <tmp>/impl/store/schema/v1.sql      the mutated schema
-    <tmp>/conformance/{__init__,conftest}.py, schema/{__init__,conftest,rows}.py
+    <tmp>/conformance/{__init__,conftest,contract}.py, schema/{__init__,conftest,rows}.py
                                         copied (rows.py reads ../../impl/store/schema/v1.sql)
     <tmp>/conformance/schema/test_*.py  copied
 
@@ -61,6 +61,7 @@ CONFORMANCE = Path("conformance")
 HELPERS = (
     "__init__.py",
     "conftest.py",
+    "contract.py",
     "schema/__init__.py",
     "schema/conftest.py",
     "schema/rows.py",

@@ -168,6 +168,17 @@ def edited(root: Path, *, keep_triggers: bool = True) -> Iterator[sqlite3.Connec
         connection.close()
 
 
+def executed(root: Path, statement: str) -> None:
+    """Run ``statement`` alone (no trigger dropped, outside a transaction) on ``root``'s
+    database, then a ``TRUNCATE`` checkpoint."""
+    connection = sqlite3.connect(root / DATABASE, isolation_level=None)
+    try:
+        connection.execute(statement)
+        checkpoint(connection)
+    finally:
+        connection.close()
+
+
 def checkpoint(connection: sqlite3.Connection) -> None:
     busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     assert busy == 0

@@ -26,8 +26,8 @@ from runstore.inspection.validate import validate_store
 from conformance.closed_store import rows
 from conformance.inspection.corrupt_world import DATABASE
 from conformance.inspection.corrupt_world import artifact_dirs
-from conformance.inspection.corrupt_world import checkpoint
 from conformance.inspection.corrupt_world import edited
+from conformance.inspection.corrupt_world import executed
 from conformance.inspection.corrupt_world import payload_file
 from conformance.inspection.corrupt_world import rewrite_consistently
 from conformance.inspection.corrupt_world import rewrite_record
@@ -417,24 +417,14 @@ def test_dropped_triggers_are_a_schema_mismatch(copy: Path) -> None:
 
 
 def test_one_dropped_trigger_is_named(copy: Path) -> None:
-    connection = sqlite3.connect(copy / DATABASE, isolation_level=None)
-    try:
-        connection.execute("DROP TRIGGER attempts_no_delete")
-        checkpoint(connection)
-    finally:
-        connection.close()
+    executed(copy, "DROP TRIGGER attempts_no_delete")
     report = validate_store(str(copy))
     assert [(f.code, f.subject) for f in report.findings] == [("schema_mismatch", "database")]
     assert "missing trigger attempts_no_delete" in report.findings[0].message
 
 
 def test_a_foreign_schema_version_stops_the_checks(copy: Path) -> None:
-    connection = sqlite3.connect(copy / DATABASE, isolation_level=None)
-    try:
-        connection.execute("PRAGMA user_version = 7")
-        checkpoint(connection)
-    finally:
-        connection.close()
+    executed(copy, "PRAGMA user_version = 7")
     report = validate_store(str(copy))
     assert [f.code for f in report.findings] == ["schema_version"]
     assert report.checked == {}

@@ -126,8 +126,7 @@ def test_stale_revisions_refuse_finalization_before_staging(world: PublicationWo
 def test_stale_revisions_refuse_the_stage_registration_and_remove_the_stage(
     world: PublicationWorld,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     reserved = world.start(fixture, "reservation-0")
     world.walk(reserved, sc.EXECUTION_PATH, 1_100)
     before = world.projection()

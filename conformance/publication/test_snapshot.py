@@ -9,8 +9,10 @@ is the only window a concurrent writer has: no transaction is open then.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
+from collections.abc import Iterator
 
 import pytest
 from runstore import ArtifactKind
@@ -30,9 +32,10 @@ from conformance.publication.world import PublicationWorld
 from conformance.publication.world import orphan_verifies
 
 
-def _during_rename(world: PublicationWorld, change: Callable[[RunStore], object]) -> None:
-    """Install an observer that runs ``change(second_store)`` once, just before the
-    publisher's no-replace rename."""
+@contextlib.contextmanager
+def during_rename(world: PublicationWorld, change: Callable[[RunStore], object]) -> Iterator[None]:
+    """While inside, an observer runs ``change(second_store)`` once, just before the
+    publisher's no-replace rename; the previous observer is restored after."""
     done: list[bool] = []
 
     def observer(phase: str, operation: str, target: str) -> None:
@@ -41,7 +44,11 @@ def _during_rename(world: PublicationWorld, change: Callable[[RunStore], object]
             with RunStore.open(world.root) as second:
                 change(second)
 
-    durable.install_observer(observer)
+    previous = durable.install_observer(observer)
+    try:
+        yield
+    finally:
+        durable.install_observer(previous)
 
 
 def test_an_observation_produced_meanwhile_refuses_the_stale_outcome(
@@ -58,14 +65,10 @@ def test_an_observation_produced_meanwhile_refuses_the_stale_outcome(
             guard, observation, published.artifact, (), select=False, now_ns=1_700
         )
 
-    _during_rename(world, register)
-    try:
-        with pytest.raises(RunStoreError) as refused:
-            world.store.publish_finalization(
-                guard, Failed(code="exit_status", details={}), (), DATA, at(1_650).fresh()
-            )
-    finally:
-        durable.install_observer(None)
+    with during_rename(world, register), pytest.raises(RunStoreError) as refused:
+        world.store.publish_finalization(
+            guard, Failed(code="exit_status", details={}), (), DATA, at(1_650).fresh()
+        )
     assert refused.value.code == "snapshot_changed", refused.value
     assert world.rows("SELECT state FROM attempts") == [("finalizing",)]
     orphan = orphan_verifies(world, ArtifactKind.ATTEMPT)
@@ -103,14 +106,10 @@ def test_a_selection_made_meanwhile_refuses_a_stale_censored_outcome(
             other, observation, published.artifact, (), select=True, now_ns=1_700
         )
 
-    _during_rename(world, select)
-    try:
-        with pytest.raises(RunStoreError) as refused:
-            world.store.publish_finalization(
-                censored, Censored(reason="budget"), (), DATA, at(1_650).fresh()
-            )
-    finally:
-        durable.install_observer(None)
+    with during_rename(world, select), pytest.raises(RunStoreError) as refused:
+        world.store.publish_finalization(
+            censored, Censored(reason="budget"), (), DATA, at(1_650).fresh()
+        )
     assert refused.value.code == "snapshot_changed", refused.value
     states = dict(world.rows("SELECT id, state FROM attempts"))
     assert states[censored.attempt_id] == "finalizing"

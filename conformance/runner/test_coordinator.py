@@ -71,6 +71,15 @@ def always(work: WorkResult) -> object:
     return lambda order, nth: work
 
 
+def resumed(root: str, clock: Clock) -> tuple[RunSummary, Events, ScriptedExecutor]:
+    """``run --resume --retry-failed 1`` of the one-slot campaign ``a x p``, every worker
+    succeeding."""
+    options = RunOptions(jobs=1, resume=True, retry_failed=1)
+    return run(
+        root, always(succeeded()), clock=clock, options=options, candidates=("a",), problems=("p",)
+    )
+
+
 def test_a_campaign_runs_every_slot_to_one_accepted_attempt(root: str) -> None:
     summary, events, executor = run(root, always(succeeded({"ratio": 2.5, "bytes": 7})))
     assert (summary.slots, summary.satisfied, summary.accepted, summary.failed) == (4, 4, 4, 0)
@@ -300,14 +309,7 @@ def test_a_lost_lease_cancels_the_worker_and_resume_recovers_it(root: str) -> No
         root, always(succeeded()), clock=clock, candidates=("a",), problems=("p",)
     )
     assert events.named("planned")[0]["left"] == 1 and executor.orders == []
-    summary, events, _ = run(
-        root,
-        always(succeeded()),
-        clock=clock,
-        options=RunOptions(jobs=1, resume=True, retry_failed=1),
-        candidates=("a",),
-        problems=("p",),
-    )
+    summary, events, _ = resumed(root, clock)
     assert events.named("recovered")[0]["terminals"] == 1
     assert summary.unsatisfied == ()
     assert rows(root, "SELECT retry_index, state, failure_code FROM attempts") == [
@@ -323,14 +325,7 @@ def test_resume_waits_for_a_live_lease_then_recovers(root: str) -> None:
         plans, _ = register(store, campaign(candidates=("a",), problems=("p",)))
         started = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, clock)
         assert isinstance(started, attempt.Started)
-    summary, events, _ = run(
-        root,
-        always(succeeded()),
-        clock=clock,
-        options=RunOptions(jobs=1, resume=True, retry_failed=1),
-        candidates=("a",),
-        problems=("p",),
-    )
+    summary, events, _ = resumed(root, clock)
     recovered = events.named("recovered")
     assert [r["terminals"] for r in recovered] == [0, 1]
     assert clock.now >= started.expires_at_ns

@@ -20,24 +20,10 @@ from typing import Any
 
 import pytest
 
+from conformance.contract import TERMINAL_STATES
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "impl" / "store" / "schema" / "v1.sql"
 
-STATES = (
-    "reserved",
-    "materializing",
-    "starting",
-    "preparing",
-    "executing",
-    "checkpointing",
-    "validating",
-    "evaluating",
-    "finalizing",
-    "accepted",
-    "censored",
-    "superseded",
-    "failed",
-)
-TERMINAL_STATES = ("accepted", "censored", "superseded", "failed")
 ARTIFACT_KINDS = (
     "attempt",
     "observation",

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from runstore.edges import LEGAL_EDGES
 
+from conformance.contract import PHASES
+from conformance.contract import STATES
+from conformance.contract import TERMINAL_STATES
 from conformance.schema.rows import MAX_JSON_INT
 from conformance.schema.rows import PATH_TO
-from conformance.schema.rows import STATES
-from conformance.schema.rows import TERMINAL_STATES
 from conformance.schema.rows import Rows
 from conformance.schema.rows import check_failed
 from conformance.schema.rows import count
@@ -256,20 +257,8 @@ def test_attempts_cannot_be_replaced(rows: Rows) -> None:
 def test_full_history_is_contiguous(rows: Rows) -> None:
     world = rows.world(execution_kind="stream")
     attempt = rows.reserve(world.slot)
-    path = (
-        "materializing",
-        "starting",
-        "preparing",
-        "executing",
-        "checkpointing",
-        "validating",
-        "evaluating",
-        "executing",
-        "validating",
-        "evaluating",
-        "finalizing",
-        "accepted",
-    )
+    # Every phase in order, the loop back to executing once, then finalizing and accepted.
+    path = (*PHASES[1:], "executing", "validating", "evaluating", "finalizing", "accepted")
     rows.drive(attempt, *path)
     states = ("reserved", *path)
     expected = [(0, None, "reserved")] + [

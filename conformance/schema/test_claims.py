@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.schema.rows import TERMINAL_STATES
+from conformance.contract import TERMINAL_STATES
 from conformance.schema.rows import Rows
 from conformance.schema.rows import check_failed
 from conformance.schema.rows import count

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conformance.schema.rows import TERMINAL_STATES
+from conformance.contract import TERMINAL_STATES
 from conformance.schema.rows import Rows
 from conformance.schema.rows import check_failed
 from conformance.schema.rows import count

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance.schema.rows import STATES
-from conformance.schema.rows import TERMINAL_STATES
+from conformance.contract import STATES
+from conformance.contract import TERMINAL_STATES
 from conformance.schema.rows import Rows
 from conformance.schema.rows import count
 from conformance.schema.rows import insert

@@ -58,8 +58,7 @@ def refused_acceptance(world: World, guard: OwnedAttempt, now: int) -> None:
 
 
 def test_acceptance_is_refused_without_any_observation(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = claimed(world, fixture, 0, 1_000)
     refused_acceptance(world, guard, 1_500)
     # The attempt can still finish otherwise.
@@ -68,8 +67,7 @@ def test_acceptance_is_refused_without_any_observation(world: World) -> None:
 
 
 def test_an_invalid_observation_cannot_be_selected_or_accepted(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     member = fixture.observation_slots[0]
     guard = claimed(world, fixture, 0, 1_000)
     world.refused(
@@ -88,8 +86,7 @@ def test_an_invalid_observation_cannot_be_selected_or_accepted(world: World) -> 
 def test_a_selection_without_a_valid_observation_of_this_attempt_is_not_enough(
     world: World,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     member = fixture.observation_slots[0]
     first = claimed(world, fixture, 0, 1_000)
     world.publish(first, member, "result-0", 1_300)
@@ -102,8 +99,7 @@ def test_a_selection_without_a_valid_observation_of_this_attempt_is_not_enough(
 
 
 def test_an_unselected_observation_is_not_accepted(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = claimed(world, fixture, 0, 1_000)
     world.publish(guard, fixture.observation_slots[0], "result-0", 1_400, select=False)
     assert world.rows("SELECT valid, completion FROM observations") == [(1, "reached")]
@@ -113,8 +109,7 @@ def test_an_unselected_observation_is_not_accepted(world: World) -> None:
 
 
 def test_an_incomplete_observation_is_selectable_but_not_accepted(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     member = fixture.observation_slots[0]
     guard = claimed(world, fixture, 0, 1_000)
     observation = world.publish(guard, member, "result-0", 1_400, completion=Completion.NOT_REACHED)
@@ -129,8 +124,7 @@ def test_an_incomplete_observation_is_selectable_but_not_accepted(world: World) 
 
 
 def test_selecting_needs_the_claim(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     member = fixture.observation_slots[0]
     holder = claimed(world, fixture, 0, 1_000)
     reserved = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=1_010)
@@ -143,8 +137,7 @@ def test_selecting_needs_the_claim(world: World) -> None:
 
 
 def test_a_successful_retry_preserves_an_earlier_selection(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     member = fixture.observation_slots[0]
     first = claimed(world, fixture, 0, 1_000)
     chosen = world.publish(first, member, "result-0", 1_300, score=7)
@@ -172,8 +165,7 @@ def test_a_successful_retry_preserves_an_earlier_selection(world: World) -> None
 
 
 def test_a_stream_retains_selected_checkpoints_across_attempts(world: World) -> None:
-    fixture = sc.slot_fixture(kind=ExecutionKind.STREAM, checkpoints=3, name="stream")
-    world.register(fixture)
+    fixture = world.registered(kind=ExecutionKind.STREAM, checkpoints=3, name="stream")
     zero, one, two = fixture.observation_slots
     first = claimed(world, fixture, 0, 1_000)
     kept = world.publish(first, zero, "checkpoint-0", 1_300, completion=Completion.NOT_REACHED)
@@ -224,8 +216,7 @@ def test_a_warmup_is_accepted_with_no_membership(world: World) -> None:
 
 
 def test_a_warmup_without_the_claim_cannot_be_accepted(world: World) -> None:
-    fixture = sc.slot_fixture(role=SlotRole.WARMUP, name="warmup")
-    world.register(fixture)
+    fixture = world.registered(role=SlotRole.WARMUP, name="warmup")
     first = world.start(fixture, "reservation-0")
     second = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=1_010)
     world.claim(first, "claim-0", 1_100)
@@ -238,8 +229,7 @@ def test_a_warmup_without_the_claim_cannot_be_accepted(world: World) -> None:
 
 
 def test_a_contender_after_acceptance_is_superseded(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     winner = claimed(world, fixture, 0, 1_000)
     late = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=1_010)
     world.publish(winner, fixture.observation_slots[0], "result-0", 1_300)
@@ -307,8 +297,7 @@ def test_observation_registration_checks_its_slot_attempt_and_artifact(world: Wo
 
 
 def test_a_fresh_observation_slot_needs_its_own_complete_result(world: World) -> None:
-    fixture = sc.slot_fixture(kind=ExecutionKind.FRESH_OBSERVATION, name="fresh")
-    world.register(fixture)
+    fixture = world.registered(kind=ExecutionKind.FRESH_OBSERVATION, name="fresh")
     member = fixture.observation_slots[0]
     first = claimed(world, fixture, 0, 1_000)
     world.publish(first, member, "fresh-0", 1_300, completion=Completion.NOT_REACHED)
@@ -322,8 +311,7 @@ def test_a_fresh_observation_slot_needs_its_own_complete_result(world: World) ->
 
 
 def test_a_failing_attempt_leaves_the_claim_to_a_successful_retry(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     a = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     c = world.walk(
         world.start(fixture, "reservation-1", authorization=Next(retry=True), now=1_010),
@@ -343,8 +331,7 @@ def test_a_failing_attempt_leaves_the_claim_to_a_successful_retry(world: World) 
 def test_an_observation_has_references_an_event_and_says_whether_it_selected(
     world: World,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     member = fixture.observation_slots[0]
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     guard = world.claim(guard, "claim-0", 1_200).attempt
@@ -386,8 +373,7 @@ def test_re_registering_an_observation_with_other_references_is_a_conflict(
 ) -> None:
     """observation_references_conflict_unchecked: the same observation and artifact with
     other references is refused, and the kept references and events are unchanged."""
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     member = fixture.observation_slots[0]
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     metric = sc.artifact(ArtifactKind.OBSERVATION, "metric-0")
@@ -417,8 +403,7 @@ def test_an_observation_referencing_an_unknown_artifact_is_refused(world: World)
     """observation_reference_existence_unchecked: a reference to an artifact that is
     neither registered nor the observation's own is unknown_artifact, and nothing is
     written."""
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     member = fixture.observation_slots[0]
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     unknown = sc.artifact(ArtifactKind.OBSERVATION, "never-registered")
@@ -442,8 +427,7 @@ def test_re_selecting_an_already_selected_observation_writes_nothing(world: Worl
     """observation_reregistration_writes_event: an identical re-registration asking to
     select an observation whose slot already has a selection selects nothing new, so it
     writes nothing and has no event."""
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     member = fixture.observation_slots[0]
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     guard = world.claim(guard, "claim-0", 1_200).attempt

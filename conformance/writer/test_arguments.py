@@ -698,8 +698,7 @@ def test_ill_typed_phases_times_outcomes_and_references_are_refused_untouched(
 ) -> None:
     """Hand-picked ill-typed calls a user made (a phase as a string, a float or a bool time,
     no outcome, a list for a reference): each a typed refusal that opens no transaction."""
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0")
     store, phase, ill = world.store, AttemptState.MATERIALIZING, "invalid_record"
     world.refused_untouched(ill, lambda: store.advance(guard, "materializing", 1_100))  # type: ignore[arg-type]

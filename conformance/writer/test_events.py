@@ -204,8 +204,7 @@ def test_each_event_kind_has_its_pinned_canonical_bytes(world: World) -> None:
 
 
 def test_subscribers_run_after_commit_and_see_committed_rows(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     seen: list[tuple[int, bool, list[tuple[object, ...]]]] = []
     connection = world.store._require_connection()
 
@@ -232,8 +231,7 @@ def test_subscribers_run_after_commit_and_see_committed_rows(world: World) -> No
 
 
 def test_refused_and_rolled_back_calls_deliver_nothing(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0")
     moved = world.advance(guard, AttemptState.MATERIALIZING, 1_100)
     assert len(world.delivered) == 2
@@ -264,8 +262,7 @@ def test_refused_and_rolled_back_calls_deliver_nothing(world: World) -> None:
 
 
 def test_a_subscriber_hears_only_its_own_handles_commits(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     other: list[CommittedEvent] = []
     with RunStore.open(world.store.root) as second:
         second.subscribe(other.append)
@@ -280,8 +277,7 @@ def test_a_subscriber_hears_only_its_own_handles_commits(world: World) -> None:
 
 def test_reopening_shows_committed_state_without_replaying_events(tmp_path: Path) -> None:
     world = World(tmp_path)
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     first = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     first = world.claim(first, "claim-0", 1_200).attempt
     world.publish(first, fixture.observation_slots[0], "result-0", 1_300)
@@ -318,8 +314,7 @@ def test_a_raising_subscriber_never_costs_a_committed_result(
     """Issue 9, observation 3: a subscriber that raises used to make ``reserve`` raise
     although attempt 0 had committed (the caller lost its guard). Now the call returns its
     value, the failure is logged and counted, and later subscribers still get the event."""
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     later: list[int] = []
 
     def broken(event: CommittedEvent) -> None:
@@ -341,8 +336,7 @@ def test_a_raising_subscriber_never_costs_a_committed_result(
 
 
 def test_reserve_returns_its_guard_although_a_subscriber_raises(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
 
     def broken(event: CommittedEvent) -> None:
         raise ValueError("a consumer bug")

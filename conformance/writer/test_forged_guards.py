@@ -27,8 +27,7 @@ S = AttemptState
 
 
 def materializing(world: World) -> tuple[sc.SlotFixture, OwnedAttempt]:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0")
     return fixture, world.advance(guard, S.MATERIALIZING, 1_100)
 
@@ -107,8 +106,7 @@ def refused_by_the_store(world: World, code: str, call: Callable[[], object]) ->
 
 
 def test_a_claim_whose_lease_was_released_refuses_its_holder(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     guard = world.claim(guard, "claim-0", 1_200).attempt
     tamper(world, "UPDATE leases SET released_at_ns = 1300 WHERE id = 'claim-0'")
@@ -122,8 +120,7 @@ def test_a_claim_whose_lease_was_released_refuses_its_holder(world: World) -> No
 def test_a_claim_whose_lease_has_another_owner_refuses_the_attempt(
     world: World, owner: str, code: str
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     tamper(
         world,

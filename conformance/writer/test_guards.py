@@ -60,8 +60,7 @@ def every_guarded_call(
 
 
 def test_a_backward_clock_is_clamped_to_the_preceding_transition(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0", expires=3_000)
     guard = world.advance(guard, S.MATERIALIZING, 2_500)
     guard = world.advance(guard, S.STARTING, 500)
@@ -95,8 +94,7 @@ def test_a_backward_clock_is_clamped_to_the_preceding_transition(world: World) -
 
 
 def test_a_backward_clock_cannot_revive_an_expired_lease(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0", expires=3_000)
     guard = world.advance(guard, S.MATERIALIZING, 2_999)
     # now 0 is clamped to 2_999, still before the expiry.
@@ -107,8 +105,7 @@ def test_a_backward_clock_cannot_revive_an_expired_lease(world: World) -> None:
 
 
 def test_times_outside_their_range_are_refused_first(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0")
     stale = guard
     guard = world.advance(guard, S.MATERIALIZING, 1_100)
@@ -128,8 +125,7 @@ def test_times_outside_their_range_are_refused_first(world: World) -> None:
 
 
 def test_reusing_an_earlier_guard_is_stale_for_every_operation(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     reserved = world.start(fixture, "reservation-0")
     executing = world.walk(reserved, sc.EXECUTION_PATH, 1_100)
     for call in every_guarded_call(world, reserved, 1_200).values():
@@ -146,8 +142,7 @@ def test_reusing_an_earlier_guard_is_stale_for_every_operation(world: World) -> 
 def test_a_guard_used_from_a_second_handle_is_checked_against_the_database(
     world: World,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0")
     with RunStore.open(world.store.root) as second:
         # The second handle moves the attempt on (the model takes the same step).
@@ -170,8 +165,7 @@ def worker() -> Iterator[Workers]:
 
 
 def test_a_stale_guard_is_refused_from_a_separate_process(world: World, worker: Workers) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     root = str(world.store.root)
     guard = world.start(fixture, "reservation-0")
     moved = world.advance(guard, S.MATERIALIZING, 1_100)
@@ -196,8 +190,7 @@ def test_a_stale_guard_is_refused_from_a_separate_process(world: World, worker: 
     ["advance", "renew", "begin_finalization", "register_observation", "commit_finalization"],
 )
 def test_the_exact_expiry_instant_is_refused(world: World, operation: str) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0", expires=2_000)
     if operation in ("register_observation", "commit_finalization"):
         guard = world.claim(guard, "claim-0", 1_500, expires=2_000).attempt
@@ -211,8 +204,7 @@ def test_the_exact_expiry_instant_is_refused(world: World, operation: str) -> No
 def test_after_the_terminal_commit_the_leases_are_released_and_the_guard_is_dead(
     world: World,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     guard = world.claim(guard, "claim-0", 1_200, expires=8_000).attempt
     world.finish(guard, Failed(code="oom", details={"rss": 1}), "attempt-0", 1_300)
@@ -233,8 +225,7 @@ def test_after_the_terminal_commit_the_leases_are_released_and_the_guard_is_dead
 
 
 def test_an_expired_claim_refuses_its_holder_and_blocks_other_contenders(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     holder = world.start(fixture, "reservation-0", expires=20_000)
     holder = world.claim(holder, "claim-0", 1_100, expires=1_500).attempt
     # Live one nanosecond before the claim's expiry.
@@ -256,8 +247,7 @@ def test_an_expired_claim_refuses_its_holder_and_blocks_other_contenders(world: 
 
 
 def test_a_foreign_owner_or_lease_is_refused(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0")
     foreign = attrs.evolve(guard, owner_token=sc.OTHER_OWNER)
     forged = attrs.evolve(guard, lease_id="reservation-forged")
@@ -273,8 +263,7 @@ def test_a_foreign_owner_or_lease_is_refused(world: World) -> None:
 
 
 def test_renewal_extends_the_reservation_and_the_claim_together(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(
         world.start(fixture, "reservation-0", expires=5_000), sc.EXECUTION_PATH, 1_100
     )
@@ -300,8 +289,7 @@ def test_renewal_extends_the_reservation_and_the_claim_together(world: World) ->
 
 
 def test_the_largest_timestamp_is_usable_and_bounds_expiry(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     top = 2**63 - 1
     request = sc.lease("reservation-0", top)
     world.refused(

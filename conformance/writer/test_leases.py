@@ -26,8 +26,7 @@ EXPIRIES = "SELECT id, expires_at_ns, released_at_ns FROM leases ORDER BY fencin
 
 
 def test_renewal_is_judged_against_the_later_of_reservation_and_claim(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(
         world.start(fixture, "reservation-0", expires=5_000), sc.EXECUTION_PATH, 1_100
     )
@@ -64,8 +63,7 @@ def stage(
 
 
 def materializing_at_3000(world: World) -> OwnedAttempt:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0")
     return world.advance(guard, S.MATERIALIZING, 3_000)
 

@@ -84,8 +84,7 @@ def test_the_execution_edges_are_the_specs() -> None:
 def test_each_execution_edge_appends_one_transition_and_event(
     world: World, source: AttemptState, target: AttemptState
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), PATHS[source], 1_100)
     (last_sequence,) = world.rows("SELECT max(sequence) FROM events")[0]
     moved = world.advance(guard, target, 2_000)
@@ -119,8 +118,7 @@ def test_each_execution_edge_appends_one_transition_and_event(
 def test_every_other_edge_is_illegal_and_finalizing_has_two_ways_in(
     world: World, source: AttemptState
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), PATHS[source], 1_100)
     for target in AttemptState:
         if (source, target) not in EXECUTION_EDGES and target is not S.FINALIZING:
@@ -146,8 +144,7 @@ def test_every_other_edge_is_illegal_and_finalizing_has_two_ways_in(
 def test_advance_enters_finalizing_from_every_phase_without_contending(
     world: World, source: AttemptState
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), PATHS[source], 1_100)
     finalizing = world.advance(guard, S.FINALIZING, 2_000)
     assert (finalizing.state, finalizing.revision) == (S.FINALIZING, guard.revision + 1)
@@ -175,8 +172,7 @@ def test_advance_enters_finalizing_from_every_phase_without_contending(
 
 
 def test_the_evaluating_executing_loop_runs_repeatedly(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0")
     loop = (S.VALIDATING, S.EVALUATING, S.EXECUTING, S.CHECKPOINTING, S.VALIDATING, S.EVALUATING)
     path = (*sc.EXECUTION_PATH, *loop, S.EXECUTING, S.VALIDATING)
@@ -211,8 +207,7 @@ CLAIM_HOLDER_OUTCOMES = [o for o in OUTCOMES if not isinstance(o, Superseded)]
 def test_each_terminal_outcome_of_a_claim_holder(world: World, outcome: TerminalOutcome) -> None:
     """Finished at 1_350 (the immutable finish time: transition, event, projection,
     receipt) and committed at 1_400 (lease checks and release)."""
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     guard = world.claim(guard, "claim-0", 1_200, expires=9_000).attempt
     world.publish(guard, fixture.observation_slots[0], "result-0", 1_300)
@@ -278,8 +273,7 @@ def test_each_terminal_outcome_of_a_claim_holder(world: World, outcome: Terminal
 
 
 def test_a_superseded_contender_commits_superseded_and_nothing_else(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     winner = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     loser = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=1_010)
     winner = world.claim(winner, "claim-0", 1_200).attempt
@@ -309,8 +303,7 @@ def test_a_failing_attempt_does_not_cost_a_concurrent_success(world: World) -> N
     """Issue 9, observation 4: a failing attempt A and a successful retry C overlap. A
     enters finalizing without contending and commits Failed; C takes the claim and is
     accepted; the slot is satisfied."""
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     failing = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     retry = world.start(fixture, "reservation-1", authorization=Next(retry=True), now=1_010)
     retry = world.walk(retry, sc.EXECUTION_PATH, 1_150)
@@ -334,8 +327,7 @@ def test_a_failing_attempt_does_not_cost_a_concurrent_success(world: World) -> N
 def test_references_cannot_be_rewritten_and_final_artifacts_are_one_per_attempt(
     world: World,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     guard = world.claim(guard, "claim-0", 1_200).attempt
     world.publish(guard, fixture.observation_slots[0], "result-0", 1_300)
@@ -365,8 +357,7 @@ def test_references_cannot_be_rewritten_and_final_artifacts_are_one_per_attempt(
 
 
 def test_the_finish_time_is_immutable_and_leases_release_at_commit(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     guard = world.advance(guard, S.FINALIZING, 1_200)
     receipt = world.finish(guard, Failed(code="oom", details={}), "a", 1_900, finished=1_500)
@@ -380,8 +371,7 @@ def test_the_finish_time_is_immutable_and_leases_release_at_commit(world: World)
 def test_a_finish_time_before_the_last_transition_is_clamped_and_leases_checked_at_commit(
     world: World,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(
         world.start(fixture, "reservation-0", expires=2_000), sc.EXECUTION_PATH, 1_100
     )
@@ -398,8 +388,7 @@ def test_a_finish_time_before_the_last_transition_is_clamped_and_leases_checked_
 def test_a_commit_time_before_the_finish_time_is_clamped_up_to_it(world: World) -> None:
     """commit_time_not_clamped_to_finish: the commit time is clamped up to the finish
     time, so the leases are released at the finish time, never before it."""
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     guard = world.advance(guard, S.FINALIZING, 1_200)
     receipt = world.finish(guard, Failed(code="oom", details={}), "a", 1_300, finished=1_600)
@@ -410,8 +399,7 @@ def test_a_commit_time_before_the_finish_time_is_clamped_up_to_it(world: World) 
 
 
 def test_record_json_is_the_complete_attempt_record(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     guard = world.advance(guard, S.FINALIZING, 1_200)
     final = sc.artifact(ArtifactKind.ATTEMPT, "attempt-0")

@@ -47,8 +47,7 @@ def replay(world: World, calls: list[tuple[str, tuple[object, ...], object]]) ->
 def test_racing_retry_allocations_get_distinct_indices(world: World, workers: Workers) -> None:
     root = str(world.store.root)
     for round_ in range(ROUNDS):
-        fixture = sc.slot_fixture(name=f"retry-race-{round_}")
-        world.register(fixture)
+        fixture = world.registered(name=f"retry-race-{round_}")
         requests = [sc.lease(f"r{round_}-{w}", EXPIRES, OWNERS[w]) for w in range(2)]
         calls = [(fixture.slot_id, Next(retry=True), requests[w], 1_000) for w in range(2)]
         outcomes = workers.run([(root, "reserve", call) for call in calls])
@@ -66,8 +65,7 @@ def test_racing_retry_allocations_get_distinct_indices(world: World, workers: Wo
 def test_racing_bounded_retries_admit_exactly_one(world: World, workers: Workers) -> None:
     root = str(world.store.root)
     for round_ in range(ROUNDS):
-        fixture = sc.slot_fixture(name=f"bounded-race-{round_}")
-        world.register(fixture)
+        fixture = world.registered(name=f"bounded-race-{round_}")
         world.start(fixture, f"r{round_}-first", authorization=FirstAttempt())
         retry = Retry(next_index=1, max_index=1)
         requests = [sc.lease(f"r{round_}-{w}", EXPIRES, OWNERS[w]) for w in range(2)]
@@ -94,8 +92,7 @@ def test_racing_contenders_for_the_success_claim_have_one_winner(
 ) -> None:
     root = str(world.store.root)
     for round_ in range(ROUNDS):
-        fixture = sc.slot_fixture(name=f"claim-race-{round_}")
-        world.register(fixture)
+        fixture = world.registered(name=f"claim-race-{round_}")
         guards = [
             world.walk(
                 world.start(

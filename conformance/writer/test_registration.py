@@ -61,8 +61,7 @@ def test_every_slot_kind_registers_with_its_memberships(
 
 
 def test_identical_registration_again_changes_nothing(world: World) -> None:
-    fixture = sc.slot_fixture(ExecutionKind.STREAM, checkpoints=2)
-    world.register(fixture)
+    fixture = world.registered(ExecutionKind.STREAM, checkpoints=2)
     before = world.projection()
     assert world.lockstep(lambda w: w.register_slots(*fixture.arguments())) == fixture.slot_id
     assert world.projection() == before

@@ -30,8 +30,7 @@ from conformance.writer.world import World
 
 def with_attempts(world: World, count: int) -> sc.SlotFixture:
     """A registered slot that already has ``count`` attempts (reserved at 1_000 + i)."""
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     for index in range(count):
         world.start(
             fixture, f"reservation-{index}", authorization=Next(retry=True), now=1_000 + index
@@ -133,8 +132,7 @@ def test_a_retry_bound_below_its_next_index_is_not_a_valid_authorization() -> No
 
 
 def test_a_satisfied_slot_refuses_every_authorization(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.claim(world.start(fixture, "reservation-0"), "claim-0", 1_100).attempt
     world.publish(guard, fixture.observation_slots[0], "result-0", 1_200)
     world.finish(guard, Accepted(), "attempt-0", 1_300)
@@ -186,8 +184,7 @@ def test_reserve_checks_come_in_the_specified_order(world: World) -> None:
 
 @pytest.mark.parametrize("authorization", [None, object(), "next", True, 1])
 def test_an_unknown_authorization_allocates_no_retry(world: World, authorization: Any) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     world.start(fixture, "reservation-0")
     lease = sc.lease("reservation-1", 10_000)
     world.refused_untouched(

@@ -88,8 +88,7 @@ FINALIZING_STATE = (
 def test_a_reserve_with_an_existing_lease_id_leaves_no_attempt_transition_or_event(
     world: World,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.start(fixture, "reservation-0")
     guard = world.claim(guard, "claim-0", 1_100).attempt
     for taken in ("reservation-0", "claim-0"):
@@ -113,8 +112,7 @@ def test_a_reserve_with_an_existing_lease_id_leaves_no_attempt_transition_or_eve
 
 
 def test_a_claim_with_an_existing_lease_id_leaves_the_attempt_where_it_was(world: World) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     world.refused("duplicate_lease", lambda: world.claim(guard, "reservation-0", 1_200))
     assert world.rows("SELECT state, revision FROM attempts") == [("executing", 4)]
@@ -125,8 +123,7 @@ def test_a_claim_with_an_existing_lease_id_leaves_the_attempt_where_it_was(world
 def test_a_failing_lease_insert_rolls_back_the_attempt_row_already_written(
     world: World,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     observer = FailAfter("INSERT INTO attempts", "INSERT INTO leases")
     request = sc.lease("reservation-0", EXPIRES)
     injected(
@@ -151,8 +148,7 @@ def test_a_failing_lease_insert_rolls_back_the_attempt_row_already_written(
 def test_a_reference_to_an_unregistered_artifact_writes_nothing(
     world: World, outcome: TerminalOutcome
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = claimed_with_result(world, fixture)
     registered = sc.artifact(ArtifactKind.OBSERVATION, "result-0").id
     missing = sc.artifact(ArtifactKind.DATASET, "never-published").id
@@ -192,8 +188,7 @@ def test_a_reference_to_an_unregistered_artifact_writes_nothing(
 def test_a_terminal_commit_failing_after_the_attempts_update_rolls_everything_back(
     world: World, target: str
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = claimed_with_result(world, fixture)
     before = world.projection()
     observer = FailAfter("UPDATE attempts SET state", target)
@@ -240,8 +235,7 @@ def test_a_terminal_commit_failing_after_the_attempts_update_rolls_everything_ba
 def test_a_claim_failing_after_its_transition_rolls_back_to_the_execution_phase(
     world: World,
 ) -> None:
-    fixture = sc.slot_fixture()
-    world.register(fixture)
+    fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
     observer = FailAfter("UPDATE attempts SET state", "INSERT INTO finalization_claims")
     request = sc.lease("claim-0", EXPIRES)

@@ -94,6 +94,13 @@ class World:
         store refusal is re-raised after the comparison."""
         return lockstep(self.model, self.store if store is None else store, call)
 
+    def registered(self, *kind: Any, **options: Any) -> sc.SlotFixture:
+        """A new slot fixture (``sc.slot_fixture(*kind, **options)``), registered in
+        lockstep (:meth:`register`)."""
+        fixture = sc.slot_fixture(*kind, **options)
+        self.register(fixture)
+        return fixture
+
     def register(self, fixture: sc.SlotFixture) -> str:
         """Register a fixture in lockstep: a one-shot measurement with
         ``register_one_shot``, any other slot with ``register_slots``."""
