@@ -89,7 +89,7 @@ class World:
     # --- lockstep ------------------------------------------------------------------------
 
     def lockstep(self, call: Callable[[Writer], T], store: Writer | None = None) -> T:
-        """:func:`~runstore.crashsim.writers.lockstep` of ``call`` on the model and on
+        """:func:`~runstore.testing.lockstep.lockstep` of ``call`` on the model and on
         ``store`` (default: this world's): the results (or refusal codes) must agree. A
         store refusal is re-raised after the comparison."""
         return lockstep(self.model, self.store if store is None else store, call)

@@ -18,7 +18,7 @@ kit is imported by module, when needed:
 * (the durable projection of a database file and of a model state, comparable with
   ``==``, lives in :mod:`runstore.audit.projection`: the audit uses it in production.)
 * :mod:`runstore.testing.script`: writer call scripts as data (``Call``), played on any
-  ``Writer``; the crash campaigns and the event vectors are written in it.
+  ``Writer``; the crash simulator's scenarios and the event vectors are written in it.
 * :mod:`runstore.testing.trace` and :mod:`runstore.testing.scenarios`: the model's named
   scenarios rendered as Markdown transcripts (``python -m runstore.testing.trace``).
 

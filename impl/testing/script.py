@@ -5,8 +5,8 @@ Rules of this file: values and deterministic functions only, no I/O. A call name
 writer method (``operation``), its keyword arguments as values, and for the guarded
 operations the *handle* of the attempt it acts on: guards flow between calls through a
 context dict (handle -> the attempt's latest guard), because a guard only exists once the
-call that returns it has run. The crash campaigns (:mod:`runstore.crashsim.scenarios`) and
-the event vectors (``tools/vectorgen/events.py``) are written in this one type, and both
+call that returns it has run. The crash simulator's scenarios (:mod:`runstore.crashsim.scenarios`)
+and the event vectors (``tools/vectorgen/events.py``) are written in this one type, and both
 check a script by playing it through :func:`runstore.testing.lockstep.lockstep` (the
 event vectors with :func:`apply_in_lockstep`, call by call).
 """

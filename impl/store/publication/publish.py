@@ -1,4 +1,5 @@
-"""Transactional publication: ``publish_artifact`` and ``publish_finalization``, the
+"""Transactional publication, twin of :mod:`runstore.testing.model_publisher` (which drives
+the model's steps in this order): ``publish_artifact`` and ``publish_finalization``, the
 boundary between durable filesystem publication and the store's transactions.
 
 Rules of this file: orchestration only, in the order SPEC.md section 11 gives. No SQLite

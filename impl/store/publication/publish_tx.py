@@ -1,6 +1,6 @@
-"""The publisher's database steps: registering a stage's lease, registering a published
-artifact from its stage, checking a finalization before its outcome is written, and the
-final transaction of ``publish_finalization``.
+"""The publisher's database steps, twin of :mod:`runstore.model.publication`: registering a
+stage's lease, registering a published artifact from its stage, checking a finalization
+before its outcome is written, and the final transaction of ``publish_finalization``.
 
 Rules of this file: each function runs inside the caller's write (or read) transaction and
 never commits; the filesystem side is :mod:`runstore.store.publication.publish`. The check sequences

@@ -1,5 +1,6 @@
-"""Recovery's filesystem side: what lies in ``artifacts/``, stage locks tried without
-waiting, quarantine of abandoned stages, and reading candidate objects (SPEC.md section 14).
+"""Recovery's filesystem side, twin of :mod:`runstore.model.disk`'s view: what lies in
+``artifacts/``, stage locks tried without waiting, quarantine of abandoned stages, and
+reading candidate objects (SPEC.md section 14).
 
 Rules of this file: filesystem only (no SQL). Every durability step goes through
 :mod:`runstore.durable`, one syscall per step, so each has its own crash boundary. Nothing

@@ -1,4 +1,5 @@
-"""Explicit recovery: ``RunStore.recover(clock)`` (SPEC.md section 14).
+"""Explicit recovery, twin of :mod:`runstore.model.recovery`: ``RunStore.recover(clock)``
+(SPEC.md section 14).
 
 Rules of this file: orchestration only, in the order SPEC.md section 14 gives: the
 exclusive recovery lock, one clock sample, the stage locks (a held stage defers its

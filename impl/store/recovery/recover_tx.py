@@ -1,7 +1,8 @@
-"""Recovery's database steps (SPEC.md section 14): which attempts are recoverable, the
-stage leases, a candidate outcome's evidence against the records, and the transactions
-that import an outcome, move an attempt to finalizing, commit an interrupted failure,
-release abandoned staging leases and register independent orphans.
+"""Recovery's database steps, twin of :mod:`runstore.model.recovery_checks` (SPEC.md
+section 14): which attempts are recoverable, the stage leases, a candidate outcome's
+evidence against the records, and the transactions that import an outcome, move an attempt
+to finalizing, commit an interrupted failure, release abandoned staging leases and register
+independent orphans.
 
 Rules of this file: each function runs inside the caller's transaction and never commits;
 the filesystem side is :mod:`runstore.store.recovery.disk`. The decisions are written twice on
