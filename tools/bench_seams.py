@@ -8,6 +8,7 @@ the seam costs nothing measurable. Run: ``python tools/bench_seams.py``.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sqlite3
 import statistics
@@ -54,4 +55,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     main()

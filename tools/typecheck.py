@@ -8,6 +8,7 @@ links (``.typecheck/runstore`` mirroring the package-dir map, read by
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -46,4 +47,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     sys.exit(main())
