@@ -73,7 +73,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TABLE = Path(__file__).resolve().with_name("writer_mutations.toml")
 # What the snapshot holds: everything the default suite reads.
 TREE: tuple[str, ...] = ("impl", "model", "crashsim", "conformance", "vectors", "tools")
-TREE += ("SPEC.md", "README.md", "pyproject.toml")
+TREE += ("examples", ".ci", ".github", "SPEC.md", "README.md", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", ".hypothesis", ".pytest_cache", ".typecheck")
 CONFORMANCE = Path("conformance")
 ORDER = ("values/test_rules*.py", "writer/test_*.py", "meta/test_lockstep.py", "model/test_*.py")

@@ -99,7 +99,7 @@ def test_the_snapshot_holds_what_the_suite_reads(tmp_path: Path) -> None:
     tree = TOOL.snapshot(ROOT, tmp_path / "tree")
     names = {path.name for path in tree.iterdir()}
     assert {"impl", "model", "crashsim", "conformance", "vectors", "tools"} <= names
-    assert {"SPEC.md", "pyproject.toml"} <= names
+    assert {"SPEC.md", "pyproject.toml", "examples", ".ci", ".github"} <= names
     assert not {".git", ".venv"} & names
     assert not list(tree.rglob("__pycache__"))
     assert (tree / "impl" / "rules.py").read_bytes() == (ROOT / "impl" / "rules.py").read_bytes()
