@@ -381,3 +381,37 @@ def test_run_options_refuse_what_would_never_run_or_never_stop(options: dict[str
     with pytest.raises(RunStoreError) as caught:
         RunOptions(**options)  # type: ignore[arg-type]
     assert caught.value.code == "invalid_record"
+
+
+def test_resume_judges_waiting_slots_at_the_instant_recovery_did(root: str) -> None:
+    """Several leases of a dead coordinator expire close together: the waiting decision and
+    the recovery pass must judge the same instant, or a slot whose lease expired between
+    the two clock samples is left ``attempt_in_progress`` although its owner is dead."""
+
+    class Coarse(Clock):
+        def __call__(self) -> int:  # every sample is 0.5 s later than the one before
+            self.now += SECOND // 2
+            return self.now
+
+    clock = Coarse()
+    problems = tuple(f"p{i:02}" for i in range(12))
+    with RunStore.open(root) as store:
+        plans, _ = register(store, campaign(candidates=("a",), problems=problems))
+        expiry = clock.now + 60 * SECOND
+        for i, slot in enumerate(plans):  # leases expiring 0.2 s apart, samples 0.5 s apart
+            lease_ns = expiry + i * SECOND // 5 - clock.now - SECOND // 2
+            started = attempt.start(store, slot, FirstAttempt(), lease_ns, clock)
+            assert isinstance(started, attempt.Started)
+            assert started.expires_at_ns == expiry + i * SECOND // 5
+    options = RunOptions(jobs=1, resume=True, retry_failed=1)
+    summary, events, _ = run(
+        root,
+        always(succeeded()),
+        clock=clock,
+        options=options,
+        candidates=("a",),
+        problems=problems,
+    )
+    assert summary.left == ()
+    assert summary.unsatisfied == ()
+    assert sum(r["terminals"] for r in events.named("recovered")) == len(problems)

@@ -312,10 +312,15 @@ class _Loop:
                 self._lost(started, refusal)
 
     def _settle_waiting(self) -> None:
-        if self.schedule.waiting_due(self.clock()):
-            recovery = self.store.recover(self.clock)
+        """Recover once a waiting slot is due, then classify the due slots again. One clock
+        sample serves the waiting decision, the recovery pass and the re-reading, so every
+        slot counted due was judged by the pass (a later sample would count a slot whose
+        lease expired after the pass's instant as due, and leave it in progress)."""
+        now = self.clock()
+        if self.schedule.waiting_due(now):
+            recovery = self.store.recover(lambda: now)
             self.report("recovered", _recovered(recovery))
-            self.schedule.reread(self.store, self.clock())
+            self.schedule.reread(self.store, now)
 
     def _timeout_s(self) -> float:
         """Until the next renewal or waiting slot is due: at least 10 ms, at most 1 s
