@@ -47,10 +47,22 @@ def execute(connection: sqlite3.Connection, sql: str, params: Params = ()) -> li
     """Run one statement to completion and return all its rows."""
     if _observer is not None:
         _observer("before", sql)
-    rows: list[Row] = connection.execute(sql, params).fetchall()
+    try:
+        rows: list[Row] = connection.execute(sql, params).fetchall()
+    except UnicodeDecodeError as error:
+        raise undecodable(error) from None
     if _observer is not None:
         _observer("after", sql)
     return rows
+
+
+def undecodable(error: UnicodeDecodeError) -> sqlite3.DatabaseError:
+    """The database error SQLite reported in a message Python could not decode: a name in
+    the schema that is not UTF-8 (hostile bytes written into ``sqlite_schema``) ends up in
+    the message. The bytes are shown escaped, so every caller that handles
+    ``sqlite3.DatabaseError`` handles this one too, instead of a raw UnicodeDecodeError."""
+    shown = bytes(error.object).decode("utf-8", "backslashreplace")
+    return sqlite3.DatabaseError(shown)
 
 
 def scalar(connection: sqlite3.Connection, sql: str, params: Params = ()) -> Any:

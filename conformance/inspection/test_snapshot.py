@@ -251,6 +251,25 @@ def test_a_file_that_is_no_database_is_unstable(tmp_path: Path, private_tmp: Pat
     assert list(private_tmp.iterdir()) == []
 
 
+def test_a_damaged_database_is_refused_after_three_held_copies_not_fifty(
+    tmp_path: Path, private_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "run.sqlite3").write_bytes(b"not a database at all" * 300)
+    copies = 0
+    real = snapshot_module._copy_once
+
+    def counted(*args: object, **kwargs: object) -> object:
+        nonlocal copies
+        copies += 1
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshot_module, "_copy_once", counted)
+    error = refused("inspection_unstable", tmp_path)
+    assert copies == snapshot_module.HELD_FAILURES == 3
+    assert "held still" in error.message and "not a database" in error.message
+    assert list(private_tmp.iterdir()) == []
+
+
 # --- another process writing -------------------------------------------------------------------
 
 

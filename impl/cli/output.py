@@ -34,7 +34,10 @@ REMEDIES: Mapping[str, str] = {
         "or use another store"
     ),
     "unsafe_path": "check --store (run --init creates a missing store root)",
-    "inspection_unstable": "a writer kept changing the database; retry",
+    "inspection_unstable": (
+        "retry if a writer kept changing the database; if it is damaged, runstore validate "
+        "says how"
+    ),
     "inspection_unsafe": "inspect from a process that does not hold the store open",
     "unknown_slot": "pass an attempt slot id, an attempt id or CAMPAIGN/CANDIDATE/PROBLEM",
 }

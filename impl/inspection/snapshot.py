@@ -52,7 +52,18 @@ Signature = tuple[FileSignature, FileSignature]
 
 
 class _Unstable(Exception):
-    """One try failed: the files changed while copied, or the copy did not check out."""
+    """One try failed: the files changed while copied, or (``held``) the copy was taken
+    while they held still but did not check out."""
+
+    def __init__(self, message: str, *, held: bool = False) -> None:
+        super().__init__(message)
+        self.held = held
+
+
+HELD_FAILURES: Final = 3
+"""How many copies in a row, each taken while the files held still, may fail their checks
+with the same message before the database itself is judged unreadable (a held copy is a
+consistent one, so a writer cannot be the cause; retrying 50 times would only wait)."""
 
 
 def _open_source(path: str) -> BinaryIO:
@@ -200,12 +211,20 @@ def _stable_copy(root: str, tries: int, *, checked_copy: bool) -> tuple[str, sql
     ``checked_copy``) passes ``quick_check``; returns its directory and an open connection
     on it."""
     pause = _FIRST_PAUSE_S
+    last, repeats = "", 0
     for attempt in range(tries):
         directory = tempfile.mkdtemp(prefix=TEMP_PREFIX)
         try:
             return directory, _copy_once(root, directory, checked_copy=checked_copy)
-        except _Unstable:
+        except _Unstable as unstable:
             shutil.rmtree(directory, ignore_errors=True)
+            repeats = repeats + 1 if unstable.held and str(unstable) == last else int(unstable.held)
+            last = str(unstable)
+            if repeats >= HELD_FAILURES:
+                raise InspectionUnstableError(
+                    f"{root}'s database fails its checks in {repeats} copies in a row taken "
+                    f"while it held still (damage, not a writer): {last}"
+                ) from None
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -214,7 +233,7 @@ def _stable_copy(root: str, tries: int, *, checked_copy: bool) -> tuple[str, sql
             pause = min(pause * 2, _LAST_PAUSE_S)
     raise InspectionUnstableError(
         f"no stable, valid copy of {root}'s database in {tries} tries (a writer kept "
-        "changing it, or the copy fails quick_check)"
+        f"changing it, or the copy fails quick_check); the last: {last}"
     )
 
 
@@ -237,10 +256,10 @@ def _copy_once(root: str, directory: str, *, checked_copy: bool) -> sqlite3.Conn
     try:
         rows = sql.execute(connection, "PRAGMA quick_check")
         if rows != [("ok",)]:
-            raise _Unstable(f"quick_check: {rows[:3]!r}")
+            raise _Unstable(f"quick_check: {rows[:3]!r}", held=True)
     except sqlite3.DatabaseError as exc:
         connection.close()
-        raise _Unstable(str(exc)) from exc
+        raise _Unstable(str(exc), held=True) from exc
     except BaseException:
         connection.close()
         raise

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 from typing import Final
 
+from runstore import sql
 from runstore.enums import TERMINAL_STATES
 
 Row = tuple[Any, ...]
@@ -27,9 +28,14 @@ def stream(
     """The rows of ``query`` one at a time from a cursor. :func:`runstore.sql.execute`
     materializes a whole result, which a 100,000-attempt store must not; the private copy
     read here needs no tracing or fault injection."""
-    cursor = connection.execute(query, params)
+    try:
+        cursor = connection.execute(query, params)
+    except UnicodeDecodeError as error:
+        raise sql.undecodable(error) from None
     try:
         yield from cursor
+    except UnicodeDecodeError as error:
+        raise sql.undecodable(error) from None
     finally:
         cursor.close()
 
