@@ -5,11 +5,14 @@ conflicts, bad files and bad stores, exit statuses."""
 from __future__ import annotations
 
 import signal
+import sqlite3
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from conformance.cli.world import RUNSTORE
 from conformance.cli.world import json_lines
 from conformance.cli.world import runstore
 from conformance.cli.world import start
@@ -167,6 +170,49 @@ def test_sigint_stops_cleanly_and_commits_cancelled_failures(tmp_path: Path) -> 
         ("failed", "cancelled")
     ]
     assert query(store, "SELECT count(*) FROM leases WHERE released_at_ns IS NULL") == [(0,)]
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json-stdout", "progress-stderr"])
+def test_a_closed_output_stops_the_run_as_ctrl_c_does(tmp_path: Path, as_json: bool) -> None:
+    """``run --json | head -1``: the reader of the run's output goes away while workers run.
+    The run stops cleanly (its workers killed, their attempts committed ``cancelled``, no
+    lease left live) and exits 141, not silently with 1 and slots left running."""
+    campaign = write_campaign(tmp_path / "c", [("hang", "hang")], ["p", "q"], timeout_seconds=60)
+    campaign.write_text(campaign.read_text().replace("timeout_seconds = 1\n", ""))
+    store = tmp_path / "store"
+    arguments = [RUNSTORE, "run", str(campaign), "--store", str(store), "--init", "-j", "2"]
+    process = subprocess.Popen(
+        [*arguments, "--json"] if as_json else arguments,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    read, kept = (process.stdout, process.stderr) if as_json else (process.stderr, process.stdout)
+    deadline = time.monotonic() + 60
+    while query_or_none(store, "SELECT count(*) FROM attempts WHERE state = 'executing'") != [(2,)]:
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    read.close()  # the reader goes away (as head does after its line)
+    process.wait(timeout=60)
+    note = kept.read()
+    assert process.returncode == 141, note
+    if as_json:
+        assert "error: output_closed: " in note
+    assert "Traceback" not in note
+    assert query(store, "SELECT DISTINCT state, failure_code FROM attempts") == [
+        ("failed", "cancelled")
+    ]
+    assert query(store, "SELECT count(*) FROM leases WHERE released_at_ns IS NULL") == [(0,)]
+
+
+def query_or_none(store: Path, statement: str) -> list[tuple[object, ...]] | None:
+    """``query`` once the store's database exists and answers (None before)."""
+    try:
+        return query(store, statement)
+    except sqlite3.Error:
+        return None
 
 
 def test_a_changed_campaign_is_refused_and_says_what_differs(tmp_path: Path) -> None:

@@ -9,8 +9,10 @@ here. ``run`` and ``recover`` open the store; ``status``, ``explain``, ``validat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from types import FrameType
 from typing import Annotated
 from typing import Any
 from typing import NoReturn
+from typing import TextIO
 
 import typer
 from rich.table import Table
@@ -34,6 +37,9 @@ EXIT_USAGE = 2
 EXIT_STORE = 3
 EXIT_CONFLICT = 4
 EXIT_STOPPED = 130
+EXIT_OUTPUT_CLOSED = 141
+"""``run``'s output lost its reader (128 + SIGPIPE, as a shell reports a writer killed by
+it); the run stopped as on SIGINT."""
 
 EXIT_BY_CODE = {
     "campaign_invalid": EXIT_USAGE,
@@ -49,7 +55,7 @@ app = typer.Typer(
         "Run experiment and benchmark campaigns on a crash-safe run store.\n\n"
         "Exit statuses: 0 done (every slot satisfied), 1 some slots unsatisfied, "
         "2 usage, campaign file or executor error, 3 the store refused, 4 the campaign conflicts "
-        "with the store, 130 stopped by a signal."
+        "with the store, 130 stopped by a signal, 141 run's output was closed."
     ),
 )
 
@@ -137,6 +143,7 @@ def run(
         loaded = load_campaign(campaign)
         root = os.path.abspath(store)
         reporter = output.JsonLines() if as_json else output.ProgressReporter()
+        reported = sys.stdout if as_json else sys.stderr
         chosen = open_executor(
             executor, jobs=jobs, scheduler=scheduler, workers=workers, lease_ns=loaded.lease_ns
         )
@@ -145,7 +152,12 @@ def run(
                 create_root(root)
             with RunStore.open(root) as opened, _stoppable() as stop:
                 options = RunOptions(jobs=width, resume=resume, retry_failed=retry_failed)
-                summary = run_campaign(opened, loaded, work, options, reporter, stop=stop)
+                guarded = output.StopWhenClosed(reporter, reported, stop)
+                with guarded.watching():
+                    summary = run_campaign(opened, loaded, work, options, guarded, stop=stop)
+    if guarded.closed:
+        _note_closed(reported)
+        raise typer.Exit(EXIT_OUTPUT_CLOSED)
     if summary.stopped:
         raise typer.Exit(EXIT_STOPPED)
     raise typer.Exit(EXIT_UNSATISFIED if summary.unsatisfied else EXIT_OK)
@@ -311,6 +323,18 @@ def _errors(as_json: bool) -> Iterator[None]:
     except RunStoreError as error:
         output.print_error(error.code, error.message, as_json=as_json)
         raise typer.Exit(EXIT_BY_CODE.get(error.code, EXIT_STORE)) from None
+
+
+def _note_closed(closed: TextIO) -> None:
+    """Say on stderr why the run stopped, unless stderr is the stream that closed."""
+    if closed is sys.stderr:
+        return
+    with contextlib.suppress(BrokenPipeError):
+        sys.stderr.write(
+            "error: output_closed: the standard output lost its reader; the run stopped as "
+            "on Ctrl-C (running attempts committed cancelled)\n"
+        )
+        sys.stderr.flush()
 
 
 @contextmanager

@@ -9,8 +9,15 @@ with a remedy (or, with ``--json``, as ``{"error": code, "message": ...}`` on st
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import select
+import stat
 import sys
+import threading
+from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +33,9 @@ from rich.progress import TimeRemainingColumn
 from rich.table import Table
 from runstore.canonical import JSON
 
+Reporter = Callable[[str, dict[str, JSON]], None]
+"""What the coordinator reports each event to."""
+
 REMEDIES: Mapping[str, str] = {
     "busy": "another process holds the lock; retry when it is done",
     "campaign_invalid": "fix the campaign file",
@@ -35,8 +45,7 @@ REMEDIES: Mapping[str, str] = {
     ),
     "unsafe_path": "check --store (run --init creates a missing store root)",
     "inspection_unstable": (
-        "retry if a writer kept changing the database; if it is damaged, runstore validate "
-        "says how"
+        "retry if a writer kept changing the database; if it is damaged, runstore validate says how"
     ),
     "inspection_unsafe": "inspect from a process that does not hold the store open",
     "unknown_slot": "pass an attempt slot id, an attempt id or CAMPAIGN/CANDIDATE/PROBLEM",
@@ -64,6 +73,77 @@ def print_error(code: str, message: str, *, as_json: bool) -> None:
     sys.stderr.write(f"error: {code}: {message}\n")
     if remedy is not None:
         sys.stderr.write(f"hint: {remedy}\n")
+
+
+class StopWhenClosed:
+    """A run reporter that turns a closed output into a clean stop. ``stream`` is the one
+    ``inner`` writes to; it has lost its reader (``run --json | head -1``) when writing
+    raises BrokenPipeError or, while nothing is written, when the pipe or socket reports
+    an error or hang-up (:meth:`watching` polls it). Then the stream's descriptor is
+    pointed at ``/dev/null`` (nothing later, the interpreter's last flush included, fails
+    on it), ``stop`` is set as Ctrl-C sets it (the run cancels its workers and commits
+    their ``cancelled`` failures), and every later event is dropped. ``closed`` tells the
+    command to exit with its own status."""
+
+    def __init__(self, inner: Reporter, stream: TextIO, stop: threading.Event) -> None:
+        self.inner, self.stream, self.stop = inner, stream, stop
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def __call__(self, event: str, fields: dict[str, JSON]) -> None:
+        if self.closed:
+            return
+        try:
+            self.inner(event, fields)
+        except BrokenPipeError:
+            self._close()
+
+    def _close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            silence(self.stream)
+        self.stop.set()
+
+    @contextlib.contextmanager
+    def watching(self, interval_s: float = 0.2) -> Iterator[None]:
+        """For the ``with`` block, a daemon thread polls the stream's descriptor when it is
+        a pipe or a socket (a file or a terminal is left alone) and closes as a failed
+        write would, within ``interval_s`` of the reader going away."""
+        try:
+            mode = os.fstat(self.stream.fileno()).st_mode
+        except (OSError, ValueError):
+            mode = 0
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+            yield
+            return
+        done = threading.Event()
+        poller = select.poll()
+        poller.register(self.stream.fileno(), select.POLLERR | select.POLLHUP)
+
+        def watch() -> None:
+            while not done.is_set() and not self.closed:
+                if poller.poll(int(interval_s * 1000)):
+                    self._close()
+                    return
+
+        thread = threading.Thread(target=watch, name="runstore-output-watch", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
+
+def silence(stream: TextIO) -> None:
+    """Point ``stream``'s descriptor at /dev/null (its reader is gone)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
 
 
 class JsonLines:
