@@ -83,3 +83,29 @@ def test_validate_reports_an_undecodable_schema_name_as_a_finding(
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert '"database_unreadable"' in done.stdout and "extra_\\\\xff" in done.stdout
+
+
+def test_run_makes_no_store_among_other_files(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """``run --init`` (or ``run``) on an existing directory of the user's files that holds
+    no store is refused before anything is created there."""
+    campaign, _ = built
+    target = tmp_path / "papers"
+    target.mkdir()
+    (target / "thesis.tex").write_text("mine")
+    for extra in (("--init",), ()):
+        done = runstore("run", str(campaign), "--store", str(target), *extra)
+        assert done.returncode == 3, done.stderr
+        assert done.stderr.startswith("error: unsafe_path: ") and "thesis.tex" in done.stderr
+        assert sorted(p.name for p in target.iterdir()) == ["thesis.tex"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert runstore("run", str(campaign), "--store", str(empty)).returncode == 0
+
+
+def test_run_init_makes_no_store_inside_another(built: tuple[Path, Path]) -> None:
+    campaign, store = built
+    inner = store / "artifacts" / ".staging-inner"
+    done = runstore("run", str(campaign), "--store", str(inner), "--init")
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith("error: unsafe_path: ") and "inside the run store" in done.stderr
+    assert not inner.exists()

@@ -357,6 +357,27 @@ def test_relative_missing_and_non_directory_roots_are_refused(tmp_path: Path) ->
     assert not (tmp_path / "missing").exists()
 
 
+@pytest.mark.parametrize("inner", ["artifacts/.staging-inner", "artifacts/x/y", "sub"])
+def test_a_root_inside_another_store_is_refused_untouched(
+    root: Path, tmp_path: Path, inner: str
+) -> None:
+    """A store under another store's root (under its ``artifacts/`` above all, where the
+    outer store's recovery would quarantine one named ``.staging-*``) is refused before the
+    lock, the probes or the database are made; so is one reached through a link."""
+    RunStore.open(root).close()
+    nested = root / inner
+    nested.mkdir(parents=True)
+    link = tmp_path / "link-into-store"
+    link.symlink_to(nested.parent)
+    for path in (nested, link / nested.name):
+        with pytest.raises(UnsafePathError, match="lies inside the run store"):
+            RunStore.open(path)
+    assert os.listdir(nested) == []
+    beside = tmp_path / "beside"  # a sibling of the store is no nesting
+    beside.mkdir()
+    RunStore.open(beside).close()
+
+
 def test_a_symlinked_root_is_refused(root: Path, tmp_path: Path) -> None:
     link = tmp_path / "link"
     link.symlink_to(root)

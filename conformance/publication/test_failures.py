@@ -210,11 +210,14 @@ CORRUPTIONS: dict[str, Callable[[Path, Path], None]] = {
 
 @pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
 def test_corruption_at_the_address_is_a_destination_conflict(
-    world: PublicationWorld, tmp_path: Path, corruption: str
+    world: PublicationWorld,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    corruption: str,
 ) -> None:
-    # The good object, published in a scratch store, gives the address and the bytes.
-    scratch_root = tmp_path / "scratch"
-    scratch_root.mkdir()
+    # The good object, published in a scratch store (outside the world's root: a store is
+    # never opened inside another), gives the address and the bytes.
+    scratch_root = tmp_path_factory.mktemp("scratch")
     scratch = PublicationWorld(scratch_root)
     try:
         good = scratch.store.publish_artifact(

@@ -10,6 +10,7 @@ the whole file runs in a few seconds.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -65,6 +66,28 @@ def test_exited_worker_returns_outputs_logs_and_saw_inputs_env_and_placeholders(
     seen = check_exited_worker(executor)
     assert seen["executable"] == sys.executable
     assert Path(str(seen["work_dir"])).parent.parent == scratch
+
+
+def test_the_worker_inherits_no_runstore_variable_of_the_coordinator(
+    executor: LocalExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``RUNSTORE_STORE`` (the coordinator's store) and any other inherited ``RUNSTORE_*``
+    name stay out of the worker's environment; the order's own variables arrive."""
+    monkeypatch.setenv("RUNSTORE_STORE", "/the/coordinators/store")
+    monkeypatch.setenv("RUNSTORE_ANYTHING", "inherited")
+    monkeypatch.setenv("UNRELATED_VARIABLE", "kept")
+    script = """
+        import json, os
+        names = sorted(n for n in os.environ if n.startswith(("RUNSTORE_", "UNRELATED_")))
+        print(json.dumps(names))
+    """
+    result = run(executor, order(script, env=(("RUNSTORE_ATTEMPT", "attempt-1"),)))
+    assert json.loads(result.stdout) == [
+        "RUNSTORE_ATTEMPT",
+        "RUNSTORE_OUTPUT_DIR",
+        "RUNSTORE_WORK_DIR",
+        "UNRELATED_VARIABLE",
+    ]
 
 
 def test_non_zero_exit_still_returns_its_outputs(executor: LocalExecutor) -> None:

@@ -106,3 +106,27 @@ def test_a_stage_that_cannot_be_extended_fails_the_whole_renewal(world: World) -
     # Past the late stage's expiry, every lease moves together.
     world.store.renew(guard, 20_000, 3_100)
     assert {row[1] for row in world.rows(EXPIRIES)} == {20_000}
+
+
+def test_a_second_reservation_lease_is_a_typed_refusal_not_an_assertion(world: World) -> None:
+    """Only a write behind the writer's back can give an attempt two reservation leases;
+    every call that reads the reservation then refuses with ``database_error`` (no raw
+    AssertionError) and changes nothing."""
+    fixture = world.registered()
+    guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
+    connection = sqlite3.connect(world.database_path, isolation_level=None)
+    try:
+        connection.execute(
+            "INSERT INTO leases (id, fencing_token, owner_token, attempt_id, purpose, "
+            "acquired_at_ns, expires_at_ns) VALUES ('reservation-forged', "
+            "(SELECT max(fencing_token) + 1 FROM leases), ?, ?, 'reservation', 1000, ?)",
+            (guard.owner_token, guard.attempt_id, EXPIRES),
+        )
+    finally:
+        connection.close()
+    error = world.refused("database_error", world.store.renew, guard, EXPIRES + 1, 1_300)
+    assert "2 reservation leases" in error.message
+    world.refused("database_error", world.store.advance, guard, S.VALIDATING, 1_300)
+    lease = sc.lease("claim-0", EXPIRES, guard.owner_token)
+    world.refused("database_error", world.store.begin_finalization, guard, lease, 1_300)
+    world.refused("database_error", world.store.recover, lambda: EXPIRES + 10)

@@ -137,6 +137,7 @@ def run(
     from runstore.runner.coordinator import run_campaign
     from runstore.runner.executors import open_executor
     from runstore.store import RunStore
+    from runstore.store.store_root import check_adoptable
     from runstore.store.store_root import create_root
 
     with _errors(as_json):
@@ -150,6 +151,7 @@ def run(
         with chosen as (work, width):
             if init:
                 create_root(root)
+            check_adoptable(root)
             with RunStore.open(root) as opened, _stoppable() as stop:
                 options = RunOptions(jobs=width, resume=resume, retry_failed=retry_failed)
                 guarded = output.StopWhenClosed(reporter, reported, stop)

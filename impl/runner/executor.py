@@ -86,7 +86,8 @@ class WorkOrder:
     side: ``{python}`` (the worker machine's Python interpreter), ``{work_dir}`` (the
     private working directory holding the input files) and ``{output_dir}`` (the empty
     directory the worker writes its outputs into); ``{{`` and ``}}`` are literal braces.
-    ``env`` is added to the worker's inherited environment, followed by the runner's own
+    ``env`` is added to the worker's inherited environment (less any inherited
+    ``RUNSTORE_*`` name), followed by the runner's own
     variables (``RUNSTORE_OUTPUT_DIR``, ``RUNSTORE_WORK_DIR``, ``RUNSTORE_PARAMETERS``,
     ``RUNSTORE_CANDIDATE``, ``RUNSTORE_PROBLEM``, ``RUNSTORE_ATTEMPT``). ``inputs`` are
     ``(relative POSIX path, bytes)`` pairs written under the working directory before the

@@ -213,10 +213,17 @@ def run_order(
     return result
 
 
+def inherited_env() -> dict[str, str]:
+    """The environment a worker inherits from this process: all of it but the runner's own
+    ``RUNSTORE_*`` names (``RUNSTORE_STORE`` would point a worker at the coordinator's
+    store); the order sets the ones a worker gets."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("RUNSTORE_")}
+
+
 def _run_in(order: WorkOrder, kill: Kill, scratch: str, kill_grace_s: float) -> WorkResult:
     work_dir, output_dir = os.path.join(scratch, "work"), os.path.join(scratch, "output")
     values = {"python": sys.executable, "work_dir": work_dir, "output_dir": output_dir}
-    env = {**os.environ, **dict(order.env)}
+    env = {**inherited_env(), **dict(order.env)}
     env.update(RUNSTORE_WORK_DIR=work_dir, RUNSTORE_OUTPUT_DIR=output_dir)
     # Unnamed log files read back through our descriptors: the worker cannot swap them.
     with tempfile.TemporaryFile(dir=scratch) as out, tempfile.TemporaryFile(dir=scratch) as err:

@@ -22,6 +22,7 @@ from runstore.enums import TERMINAL_STATES
 from runstore.enums import AttemptState
 from runstore.errors import AttemptTerminalError
 from runstore.errors import ClaimExpiredError
+from runstore.errors import DatabaseError
 from runstore.errors import LeaseMismatchError
 from runstore.errors import LeaseReleasedError
 from runstore.errors import OwnerMismatchError
@@ -106,8 +107,17 @@ def reservation_lease(connection: sqlite3.Connection, attempt_id: str) -> LeaseR
         (attempt_id,),
     )
     if len(rows) != 1:
-        raise AssertionError(f"attempt {attempt_id} has {len(rows)} reservation leases")
+        raise reservations_refusal(attempt_id, len(rows))
     return _lease(rows[0])
+
+
+def reservations_refusal(attempt_id: str, count: int) -> DatabaseError:
+    """An attempt has exactly one reservation lease unless the database was written behind
+    the writer's back: refused as the damage it is (``database_error``), before any write."""
+    return DatabaseError(
+        f"attempt {attempt_id} has {count} reservation leases, not 1: the database was "
+        "changed behind the writer's back (runstore validate lists what is wrong)"
+    )
 
 
 def claim_lease(connection: sqlite3.Connection, attempt_id: str) -> LeaseRecord | None:
@@ -188,9 +198,7 @@ def check_guard(
         raise AttemptTerminalError(f"attempt is already {attempt.state.value}")
     now = rules.effective_now(max(now_ns, not_before_ns), attempt.updated_at_ns)
     if len(found.reservations) != 1:
-        raise AssertionError(
-            f"attempt {attempt.id} has {len(found.reservations)} reservation leases"
-        )
+        raise reservations_refusal(attempt.id, len(found.reservations))
     reservation = found.reservations[0]
     if guard.owner_token != reservation.owner_token:
         raise OwnerMismatchError("the owner token is not the reservation's owner")

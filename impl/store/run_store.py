@@ -124,6 +124,7 @@ class RunStore:
         returns no handle. Opening never records attempts or events.
         """
         path = store_root.checked_root(root)
+        store_root.check_not_nested(path)
         store_root.check_filesystem(path)
         store_root.check_store_files(path)
         database_path = os.path.join(path, store_root.DATABASE_NAME)

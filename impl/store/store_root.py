@@ -21,6 +21,7 @@ from runstore.errors import DurabilityError
 from runstore.errors import UnsafePathError
 from runstore.errors import UnsupportedFilesystemError
 from runstore.store.lock_file import LockFile
+from runstore.store.probes import PROBE_PREFIX
 
 DATABASE_NAME: Final = "run.sqlite3"
 SIDECAR_NAMES: Final = ("run.sqlite3-wal", "run.sqlite3-shm")
@@ -54,6 +55,50 @@ def checked_root(root: object) -> str:
     return path
 
 
+def check_not_nested(root: str) -> None:
+    """Refuse (UnsafePathError) a root inside another store's root (an ancestor directory,
+    links resolved, that holds ``run.sqlite3``): a store under another's ``artifacts/``
+    would be taken for the outer store's stages and objects (one named ``.staging-*``
+    quarantined by its recovery), and a store's root holds only what its store writes."""
+    real = os.path.realpath(root)
+    ancestor = os.path.dirname(real)
+    while True:
+        try:
+            info = os.lstat(os.path.join(ancestor, DATABASE_NAME))
+        except OSError:
+            info = None
+        if info is not None and stat.S_ISREG(info.st_mode):
+            raise UnsafePathError(
+                f"the store root {root} lies inside the run store {ancestor}; "
+                "choose a directory outside it"
+            )
+        parent = os.path.dirname(ancestor)
+        if parent == ancestor:
+            return
+        ancestor = parent
+
+
+def check_adoptable(root: str) -> None:
+    """Refuse (UnsafePathError) to make a store in an existing directory that holds no
+    ``run.sqlite3`` but other entries (anything besides what an interrupted first open
+    leaves: the init lock, SQLite's sidecars, probe directories): the command makes a store
+    only in a missing or empty directory, never among a user's files."""
+    if not os.path.isdir(root) or os.path.lexists(os.path.join(root, DATABASE_NAME)):
+        return
+    try:
+        names = os.listdir(root)
+    except OSError as exc:
+        raise UnsafePathError(f"cannot list the store root {root}: {exc}") from exc
+    left = (INIT_LOCK_NAME, *SIDECAR_NAMES)
+    others = sorted(n for n in names if n not in left and not n.startswith(PROBE_PREFIX))
+    if others:
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        raise UnsafePathError(
+            f"{root} holds no run store but other files ({', '.join(others[:3])}{more}); "
+            "a store is made only in a missing or empty directory"
+        )
+
+
 def create_root(root: str) -> bool:
     """Create the absolute directory ``root`` (its parent must exist) and sync the parent,
     so a store created there survives a crash; True when created, False when ``root``
@@ -62,6 +107,7 @@ def create_root(root: str) -> bool:
     if not os.path.isabs(root):
         raise UnsafePathError(f"the store root must be absolute: {root!r}")
     path = os.path.normpath(root)
+    check_not_nested(path)
     if os.path.lexists(path):
         checked_root(path)
         return False
