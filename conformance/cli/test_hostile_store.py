@@ -39,6 +39,17 @@ def undecodable_schema_name(store: Path) -> None:
     connection.close()
 
 
+def damaged_copy(original: Path, store: Path) -> Path:
+    """A copy of ``original``'s database (and WAL) in ``store``, its schema given an
+    undecodable name."""
+    store.mkdir()
+    for name in ("run.sqlite3", "run.sqlite3-wal"):
+        if (original / name).exists():
+            (store / name).write_bytes((original / name).read_bytes())
+    undecodable_schema_name(store)
+    return store
+
+
 COMMANDS = {
     "status": ("status",),
     "explain": ("explain", "e2e/a/p"),
@@ -55,12 +66,7 @@ def test_an_undecodable_schema_name_is_a_typed_refusal(
     built: tuple[Path, Path], tmp_path: Path, command: str
 ) -> None:
     campaign, original = built
-    store = tmp_path / "store"
-    store.mkdir()
-    for name in ("run.sqlite3", "run.sqlite3-wal"):
-        if (original / name).exists():
-            (store / name).write_bytes((original / name).read_bytes())
-    undecodable_schema_name(store)
+    store = damaged_copy(original, tmp_path / "store")
     arguments = [part.format(out=tmp_path, campaign=campaign) for part in COMMANDS[command]]
     done = runstore(*arguments, "--store", str(store))
     assert done.returncode == 3, done.stderr
@@ -73,12 +79,7 @@ def test_validate_reports_an_undecodable_schema_name_as_a_finding(
     built: tuple[Path, Path], tmp_path: Path
 ) -> None:
     _, original = built
-    store = tmp_path / "store"
-    store.mkdir()
-    for name in ("run.sqlite3", "run.sqlite3-wal"):
-        if (original / name).exists():
-            (store / name).write_bytes((original / name).read_bytes())
-    undecodable_schema_name(store)
+    store = damaged_copy(original, tmp_path / "store")
     done = runstore("validate", "--store", str(store), "--json")
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr

@@ -43,19 +43,34 @@ def stage(
     world: World, guard: OwnedAttempt, lease_id: str, expires: int, released: int | None = None
 ) -> None:
     """A staging lease of ``guard``'s attempt acquired at 1_000, as a stage leaves it."""
+    insert_lease(world, guard, lease_id, "staging", expires, released, f"artifacts/.{lease_id}")
+
+
+def insert_lease(
+    world: World,
+    guard: OwnedAttempt,
+    lease_id: str,
+    purpose: str,
+    expires: int,
+    released: int | None = None,
+    staging_path: str | None = None,
+) -> None:
+    """A lease row of ``guard``'s attempt acquired at 1_000, written behind the writer's
+    back through a separate connection."""
     connection = sqlite3.connect(world.database_path, isolation_level=None)
     try:
         connection.execute(
             "INSERT INTO leases (id, fencing_token, owner_token, attempt_id, purpose, "
             "acquired_at_ns, expires_at_ns, released_at_ns, staging_path) VALUES (?, "
-            "(SELECT max(fencing_token) + 1 FROM leases), ?, ?, 'staging', 1000, ?, ?, ?)",
+            "(SELECT max(fencing_token) + 1 FROM leases), ?, ?, ?, 1000, ?, ?, ?)",
             (
                 lease_id,
                 guard.owner_token,
                 guard.attempt_id,
+                purpose,
                 expires,
                 released,
-                f"artifacts/.{lease_id}",
+                staging_path,
             ),
         )
     finally:
@@ -114,16 +129,7 @@ def test_a_second_reservation_lease_is_a_typed_refusal_not_an_assertion(world: W
     AssertionError) and changes nothing."""
     fixture = world.registered()
     guard = world.walk(world.start(fixture, "reservation-0"), sc.EXECUTION_PATH, 1_100)
-    connection = sqlite3.connect(world.database_path, isolation_level=None)
-    try:
-        connection.execute(
-            "INSERT INTO leases (id, fencing_token, owner_token, attempt_id, purpose, "
-            "acquired_at_ns, expires_at_ns) VALUES ('reservation-forged', "
-            "(SELECT max(fencing_token) + 1 FROM leases), ?, ?, 'reservation', 1000, ?)",
-            (guard.owner_token, guard.attempt_id, EXPIRES),
-        )
-    finally:
-        connection.close()
+    insert_lease(world, guard, "reservation-forged", "reservation", EXPIRES)
     error = world.refused("database_error", world.store.renew, guard, EXPIRES + 1, 1_300)
     assert "2 reservation leases" in error.message
     world.refused("database_error", world.store.advance, guard, S.VALIDATING, 1_300)

@@ -16,10 +16,10 @@ import select
 import stat
 import sys
 import threading
-from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import TextIO
 
@@ -33,8 +33,8 @@ from rich.progress import TimeRemainingColumn
 from rich.table import Table
 from runstore.canonical import JSON
 
-Reporter = Callable[[str, dict[str, JSON]], None]
-"""What the coordinator reports each event to."""
+if TYPE_CHECKING:
+    from runstore.runner.coordinator import Reporter
 
 REMEDIES: Mapping[str, str] = {
     "busy": "another process holds the lock; retry when it is done",

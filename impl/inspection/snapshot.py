@@ -218,7 +218,12 @@ def _stable_copy(root: str, tries: int, *, checked_copy: bool) -> tuple[str, sql
             return directory, _copy_once(root, directory, checked_copy=checked_copy)
         except _Unstable as unstable:
             shutil.rmtree(directory, ignore_errors=True)
-            repeats = repeats + 1 if unstable.held and str(unstable) == last else int(unstable.held)
+            if not unstable.held:
+                repeats = 0
+            elif str(unstable) == last:
+                repeats += 1
+            else:
+                repeats = 1
             last = str(unstable)
             if repeats >= HELD_FAILURES:
                 raise InspectionUnstableError(
