@@ -60,6 +60,8 @@ def parse_result_document(document: bytes) -> list[tuple[str, str]]:
         raise ValueError(f"{RESULT_NAME} is not UTF-8") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{RESULT_NAME} is not JSON: {error}") from None
+    except RecursionError:  # the decoder's own depth guard, before the stack runs out
+        raise ValueError(f"{RESULT_NAME} nests too deeply") from None
     if not isinstance(value, dict):
         raise ValueError(f"{RESULT_NAME} must hold a JSON object")
     metrics = value.get(METRICS)

@@ -10,11 +10,17 @@ executor interface: this module hands out a :class:`WorkOrder` and judges a
 
 from __future__ import annotations
 
+import errno
+import functools
 import hashlib
 import os
 import secrets
+import stat
+import time
 from collections.abc import Callable
 from collections.abc import Sequence
+from typing import Final
+from typing import TypeVar
 
 import attrs
 from runstore.canonical import JSON
@@ -25,7 +31,12 @@ from runstore.enums import Completion
 from runstore.enums import ExecutionKind
 from runstore.enums import SlotRole
 from runstore.errors import AcceptanceUnsatisfiedError
+from runstore.errors import BusyError
+from runstore.errors import DurabilityError
+from runstore.receipts import ClaimDisposition
 from runstore.receipts import OwnedAttempt
+from runstore.receipts import PublishedArtifact
+from runstore.receipts import PublishedFinalization
 from runstore.receipts import TerminalAttempt
 from runstore.records import Observation
 from runstore.requests import Accepted
@@ -34,12 +45,15 @@ from runstore.requests import LeaseRequest
 from runstore.requests import Reference
 from runstore.requests import RetryAuthorization
 from runstore.requests import Superseded
+from runstore.requests import TerminalOutcome
 from runstore.runner.campaign import InputFile
 from runstore.runner.executor import WorkOrder
 from runstore.runner.executor import WorkResult
+from runstore.runner.lease_keeper import LeaseKeeper
 from runstore.runner.plan import SlotPlan
 from runstore.runner.worker_result import INPUT_CHANGED
 from runstore.runner.worker_result import RESULT_MISSING
+from runstore.runner.worker_result import UNSAFE_OUTPUT
 from runstore.runner.worker_result import Failure
 from runstore.runner.worker_result import Success
 from runstore.runner.worker_result import judge
@@ -48,6 +62,12 @@ from runstore.runner.worker_result import text
 from runstore.store import RunStore
 
 Clock = Callable[[], int]
+
+T = TypeVar("T")
+
+INPUT_CHUNK_BYTES = 1024 * 1024
+
+PATIENCE_FIRST_PAUSE_S = 0.05
 
 EXECUTION_PATH = (
     AttemptState.MATERIALIZING,
@@ -69,18 +89,15 @@ class Finished:
     metrics: dict[str, JSON]
 
 
-@attrs.define(kw_only=True)
+@attrs.frozen(kw_only=True)
 class Started:
-    """An attempt whose worker was handed its order; the guard is the executing one.
-    ``started_at_ns`` is its reservation time, ``renewed_at_ns`` that of its latest lease
-    (the reservation or the last renewal) and ``expires_at_ns`` that lease's expiry."""
+    """An attempt whose worker was handed its order; the guard is the executing one and
+    ``started_at_ns`` its reservation time. Its leases are the keeper's to renew."""
 
     plan: SlotPlan
     guard: OwnedAttempt
     order: WorkOrder
     started_at_ns: int
-    renewed_at_ns: int
-    expires_at_ns: int
 
 
 def lease_request(owner_token: str, now_ns: int, lease_ns: int) -> LeaseRequest:
@@ -97,20 +114,33 @@ def start(
     authorization: RetryAuthorization,
     lease_ns: int,
     clock: Clock,
+    keeper: LeaseKeeper | None = None,
 ) -> Started | Finished:
     """Reserve the slot's next attempt, read its inputs (failing it with ``input_changed``
     when a file no longer has its registered digest) and advance it to executing. Refusals
-    of ``reserve`` (another coordinator got there first) propagate."""
+    of ``reserve`` (another coordinator got there first) propagate. From the reservation
+    on, ``keeper`` (when given) renews the attempt's leases and learns each new guard."""
     assert plan.attempt_slot is not None
-    now = clock()
-    lease = lease_request(secrets.token_hex(16), now, lease_ns)
-    guard = store.reserve(plan.attempt_slot.id, authorization, lease, now)
-    guard = store.advance(guard, AttemptState.MATERIALIZING, clock())
-    inputs = read_inputs(plan.candidate.files + plan.problem.files)
-    if isinstance(inputs, Failure):
-        return fail(store, plan, guard, inputs, None, clock)
-    for phase in EXECUTION_PATH[1:]:
-        guard = store.advance(guard, phase, clock())
+    keeper = keeper or LeaseKeeper(lease_ns, clock)
+    slot_id, owner_token = plan.attempt_slot.id, secrets.token_hex(16)
+
+    def reserve() -> tuple[int, LeaseRequest, OwnedAttempt]:
+        now = clock()
+        lease = lease_request(owner_token, now, lease_ns)
+        return now, lease, store.reserve(slot_id, authorization, lease, now)
+
+    now, lease, guard = patient(reserve, lease_ns)
+    keeper.hold(guard, now, lease.expires_at_ns)
+    try:
+        guard = _advance(store, keeper, guard, AttemptState.MATERIALIZING, clock)
+        inputs = read_inputs(plan.candidate.files + plan.problem.files)
+        if isinstance(inputs, Failure):
+            return fail(store, plan, guard, inputs, None, clock, keeper)
+        for phase in EXECUTION_PATH[1:]:
+            guard = _advance(store, keeper, guard, phase, clock)
+    except BaseException:
+        keeper.release(guard.attempt_id)
+        raise
     order = WorkOrder(
         key=guard.attempt_id,
         command=plan.candidate.command,
@@ -130,44 +160,82 @@ def start(
         inputs=inputs,
         timeout_ns=plan.timeout_ns,
     )
-    return Started(
-        plan=plan,
-        guard=guard,
-        order=order,
-        started_at_ns=now,
-        renewed_at_ns=now,
-        expires_at_ns=lease.expires_at_ns,
-    )
+    return Started(plan=plan, guard=guard, order=order, started_at_ns=now)
+
+
+def _advance(
+    store: RunStore, keeper: LeaseKeeper, guard: OwnedAttempt, phase: AttemptState, clock: Clock
+) -> OwnedAttempt:
+    moved = patient(lambda: store.advance(guard, phase, clock()), keeper.lease_ns)
+    keeper.moved(moved)
+    return moved
+
+
+def patient(call: Callable[[], T], lease_ns: int) -> T:
+    """``call()``, tried again while it meets ``busy`` (another process, such as a recovery
+    pass, holds the store's write lock past the 5 s busy timeout), after pauses of 50 ms
+    doubling to 1 s, for at most half a lease of pauses; then the ``busy`` propagates. A
+    ``busy`` refusal committed nothing, and a publication tried again makes a new stage
+    (the content-addressed object it places is the same), so trying again is safe."""
+    pause, paused = PATIENCE_FIRST_PAUSE_S, 0.0
+    while True:
+        try:
+            return call()
+        except BusyError:
+            if paused + pause > lease_ns / 2e9:
+                raise
+        time.sleep(pause)
+        paused += pause
+        pause = min(pause * 2, 1.0)
 
 
 def read_inputs(files: Sequence[InputFile]) -> tuple[tuple[str, bytes], ...] | Failure:
-    """Each file's bytes, or ``input_changed`` naming the first that is missing or differs
-    from the digest the run was registered with."""
+    """Each file's bytes, or ``input_changed`` naming the first that is missing, is no
+    longer a regular file (opened without blocking, so a FIFO swapped in is refused, not
+    waited on), no longer has its registered size (refused before anything is read) or
+    differs from the digest the run was registered with (hashed while read)."""
     read: list[tuple[str, bytes]] = []
     for file in files:
-        try:
-            with open(file.source, "rb") as handle:
-                data = handle.read()
-        except OSError as error:
-            return Failure(
-                code=INPUT_CHANGED, details={"file": file.name, "error": text(str(error))}
-            )
-        if hashlib.sha256(data).hexdigest() != file.sha256:
-            return Failure(code=INPUT_CHANGED, details={"file": file.name, "sha256": file.sha256})
+        data = _read_input(file)
+        if isinstance(data, Failure):
+            return data
         read.append((file.name, data))
     return tuple(read)
 
 
-def renew(store: RunStore, started: Started, lease_ns: int, clock: Clock) -> None:
-    """Extend the attempt's leases to ``now + lease_ns`` (never shortening)."""
-    now = clock()
-    expires = max(now + lease_ns, started.expires_at_ns)
-    store.renew(started.guard, expires, now)
-    started.renewed_at_ns, started.expires_at_ns = now, expires
+def _read_input(file: InputFile) -> bytes | Failure:
+    def changed(**details: JSON) -> Failure:
+        return Failure(code=INPUT_CHANGED, details={"file": file.name, **details})
+
+    try:
+        descriptor = os.open(file.source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        return changed(error=text(str(error)))
+    with open(descriptor, "rb", buffering=0) as handle:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            return changed(error="no longer a regular file")
+        if info.st_size != file.size:
+            return changed(size=info.st_size, registered_size=file.size)
+        digest, data = hashlib.sha256(), bytearray()
+        while len(data) <= file.size:
+            chunk = handle.read(min(INPUT_CHUNK_BYTES, file.size + 1 - len(data)))
+            if not chunk:
+                break
+            digest.update(chunk)
+            data += chunk
+    if len(data) != file.size or digest.hexdigest() != file.sha256:
+        return changed(sha256=file.sha256)
+    return bytes(data)
 
 
 def finish(
-    store: RunStore, started: Started, work: WorkResult, lease_ns: int, clock: Clock
+    store: RunStore,
+    started: Started,
+    work: WorkResult,
+    lease_ns: int,
+    clock: Clock,
+    keeper: LeaseKeeper | None = None,
 ) -> Finished:
     """Judge the worker's result and commit the attempt's outcome: for a valid result,
     publish each observation it produced as an artifact, contend for the slot's claim,
@@ -179,9 +247,10 @@ def finish(
     verdict = judge(
         work, started.order.timeout_ns, warmup=is_warmup(plan), checkpoints=checkpoints(plan)
     )
+    keeper = keeper or LeaseKeeper(lease_ns, clock)
     if isinstance(verdict, Failure):
-        return fail(store, plan, started.guard, verdict, work, clock)
-    return _succeed(store, started, verdict, work, lease_ns, clock)
+        return fail(store, plan, started.guard, verdict, work, clock, keeper)
+    return _succeed(store, started, verdict, work, lease_ns, clock, keeper)
 
 
 def is_warmup(plan: SlotPlan) -> bool:
@@ -202,23 +271,40 @@ def _succeed(
     work: WorkResult,
     lease_ns: int,
     clock: Clock,
+    keeper: LeaseKeeper,
 ) -> Finished:
     plan = started.plan
-    guard = store.advance(started.guard, AttemptState.VALIDATING, clock())
-    published = [
-        (
-            produced,
-            store.publish_artifact(
-                guard, ArtifactKind.OBSERVATION, write_files(produced.files), clock
-            ),
-        )
-        for produced in success.produced
-    ]
-    now = clock()
-    disposition = store.begin_finalization(
-        guard, lease_request(guard.owner_token, now, lease_ns), now
-    )
+    guard = _advance(store, keeper, started.guard, AttemptState.VALIDATING, clock)
+    try:
+        published = [
+            (
+                produced,
+                patient(
+                    functools.partial(
+                        store.publish_artifact,
+                        guard,
+                        ArtifactKind.OBSERVATION,
+                        write_files(produced.files),
+                        clock,
+                    ),
+                    lease_ns,
+                ),
+            )
+            for produced in success.produced
+        ]
+    except OutputUnwritable as unwritable:
+        # Nothing was registered for the refused stage; it stays for recovery to remove.
+        failure = Failure(code=UNSAFE_OUTPUT, details={"detail": str(unwritable)})
+        return fail(store, plan, guard, failure, work, clock, keeper)
+
+    def begin() -> tuple[LeaseRequest, ClaimDisposition]:
+        now = clock()
+        claim = lease_request(guard.owner_token, now, lease_ns)
+        return claim, store.begin_finalization(guard, claim, now)
+
+    claim, disposition = patient(begin, lease_ns)
     guard = disposition.attempt
+    keeper.claimed(guard, claim.expires_at_ns)
     slots = {slot.checkpoint_index: slot for slot in plan.observation_slots}
     for produced, receipt in published:
         observation = Observation(
@@ -228,18 +314,19 @@ def _succeed(
             completion=Completion.REACHED,
             result=produced.result,
         )
-        store.register_observation(
-            guard, observation, receipt.artifact, [], select=disposition.claimed, now_ns=clock()
+        patient(
+            functools.partial(_register, store, guard, observation, receipt, disposition, clock),
+            lease_ns,
         )
     references = sorted({Reference("observation", receipt.artifact.id) for _, receipt in published})
-    files = write_files(
-        attempt_files(work, include_outputs=not success.produced or bool(checkpoints(plan)))
-    )
+    outputs = not success.produced or bool(checkpoints(plan))
     if not disposition.claimed:
-        final = store.publish_finalization(guard, Superseded(), references, files, clock)
+        final = _publish_final(
+            store, guard, Superseded(), references, work, outputs, lease_ns, clock
+        )
         return Finished(plan=plan, terminal=final.terminal, failure=None, metrics={})
     try:
-        final = store.publish_finalization(guard, Accepted(), references, files, clock)
+        final = _publish_final(store, guard, Accepted(), references, work, outputs, lease_ns, clock)
     except AcceptanceUnsatisfiedError as refusal:
         if checkpoints(plan) is None:
             raise
@@ -253,11 +340,25 @@ def _succeed(
             },
         )
         failed = Failed(code=failure.code, details=failure.details)
-        final = store.publish_finalization(guard, failed, references, files, clock)
+        final = _publish_final(store, guard, failed, references, work, outputs, lease_ns, clock)
         return Finished(plan=plan, terminal=final.terminal, failure=failure, metrics={})
     metrics = success.produced[-1].result["metrics"] if success.produced else {}
     assert isinstance(metrics, dict)
     return Finished(plan=plan, terminal=final.terminal, failure=None, metrics=metrics)
+
+
+def _register(
+    store: RunStore,
+    guard: OwnedAttempt,
+    observation: Observation,
+    receipt: PublishedArtifact,
+    disposition: ClaimDisposition,
+    clock: Clock,
+) -> None:
+    """Register one published observation, selected exactly when the attempt claimed."""
+    store.register_observation(
+        guard, observation, receipt.artifact, [], select=disposition.claimed, now_ns=clock()
+    )
 
 
 def fail(
@@ -267,23 +368,51 @@ def fail(
     failure: Failure,
     work: WorkResult | None,
     clock: Clock,
+    keeper: LeaseKeeper,
 ) -> Finished:
     """Enter finalizing without contending for the claim and publish ``Failed``."""
-    guard = store.advance(guard, AttemptState.FINALIZING, clock())
-    files = () if work is None else attempt_files(work, include_outputs=True)
-    final = store.publish_finalization(
-        guard,
-        Failed(code=failure.code, details=failure.details),
-        [],
-        write_files(files),
-        clock,
-    )
+    guard = _advance(store, keeper, guard, AttemptState.FINALIZING, clock)
+    failed = Failed(code=failure.code, details=failure.details)
+    final = _publish_final(store, guard, failed, [], work, True, keeper.lease_ns, clock)
     return Finished(plan=plan, terminal=final.terminal, failure=failure, metrics={})
 
 
-def attempt_files(work: WorkResult, *, include_outputs: bool) -> tuple[tuple[str, bytes], ...]:
+def _publish_final(
+    store: RunStore,
+    guard: OwnedAttempt,
+    outcome: TerminalOutcome,
+    references: Sequence[Reference],
+    work: WorkResult | None,
+    outputs: bool,
+    lease_ns: int,
+    clock: Clock,
+) -> PublishedFinalization:
+    """Publish the outcome with the attempt artifact's files (its outputs when ``outputs``).
+    Outputs the store's stage cannot hold as named are left out (``worker.json`` says why)
+    and the finalization is published again, in a new stage: the outputs of an attempt
+    artifact are a record of the worker's run, never a result."""
+    files = () if work is None else attempt_files(work, include_outputs=outputs)
+    publish = functools.partial(store.publish_finalization, guard, outcome, references)
+    try:
+        return patient(lambda: publish(write_files(files), clock), lease_ns)
+    except OutputUnwritable as unwritable:
+        if work is None or not outputs:
+            raise DurabilityError(
+                f"the store cannot hold the attempt's files: {unwritable}"
+            ) from None
+        kept = attempt_files(work, include_outputs=False, omitted=str(unwritable))
+    try:
+        return patient(lambda: publish(write_files(kept), clock), lease_ns)
+    except OutputUnwritable as unwritable:
+        raise DurabilityError(f"the store cannot hold the attempt's files: {unwritable}") from None
+
+
+def attempt_files(
+    work: WorkResult, *, include_outputs: bool, omitted: str | None = None
+) -> tuple[tuple[str, bytes], ...]:
     """The attempt artifact's files: ``worker.json`` (how the worker ended), its logs and,
-    when asked, its outputs under ``outputs/``."""
+    when asked, its outputs under ``outputs/``; ``omitted`` says why outputs that exist are
+    left out (``outputs_omitted`` in ``worker.json``)."""
     summary: dict[str, JSON] = {
         "detail": text(work.detail),
         "duration_ns": str(work.duration_ns),
@@ -306,20 +435,44 @@ def attempt_files(work: WorkResult, *, include_outputs: bool) -> tuple[tuple[str
                 if not path.startswith("checkpoints/")
             )
         else:
-            summary["outputs_omitted"] = problem
-            files[2] = ("worker.json", encode(summary))
+            omitted = problem
+    if omitted is not None and work.outputs:
+        summary["outputs_omitted"] = omitted
+        files[2] = ("worker.json", encode(summary))
     return tuple(files)
+
+
+class OutputUnwritable(Exception):
+    """A worker's output that the store's stage cannot hold as named (a path too long for
+    the store's filesystem, a name it refuses): the attempt fails with ``unsafe_output``.
+    The message is the one-line detail."""
+
+
+UNWRITABLE_NAMES: Final = frozenset({errno.ENAMETOOLONG, errno.EILSEQ, errno.EINVAL})
+"""Errors of writing one output that are about its name, not the store: any other
+(no space, quota, I/O error, read-only filesystem) is the store refusing the write."""
 
 
 def write_files(files: Sequence[tuple[str, bytes]]) -> Callable[[str], None]:
     """A ``populate`` callback writing ``files`` (relative POSIX path, bytes) under its
-    directory and closing each before returning."""
+    directory and closing each before returning. A name the filesystem refuses raises
+    :class:`OutputUnwritable`; any other failure to write is ``durability_failed``
+    (the stage stays registered for recovery, nothing is accepted)."""
 
     def populate(directory: str) -> None:
         for path, data in files:
             target = os.path.join(directory, *path.split("/"))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "xb") as handle:
-                handle.write(data)
+            try:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "xb") as handle:
+                    handle.write(data)
+            except OSError as error:
+                if error.errno in UNWRITABLE_NAMES:
+                    raise OutputUnwritable(
+                        text(f"{path[:80]}: cannot be written to the store ({error.strerror})")
+                    ) from None
+                raise DurabilityError(
+                    f"writing output {path[:80]!r} into the store failed: {error.strerror}"
+                ) from None
 
     return populate

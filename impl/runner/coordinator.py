@@ -1,9 +1,11 @@
 """The coordinator: register a campaign, then fill its unsatisfied slots through an executor.
 
 Rules of this file: the only code that decides what to run. It owns the store handle and
-the executor for the length of :func:`run_campaign`, on one thread: attempts start, renew
-and finish between waits on the executor, so every store call is made by this thread
-(SPEC.md section 15.5, "Which slots run"). Stopping (``stop`` set, e.g. by Ctrl-C) starts
+the executor for the length of :func:`run_campaign`, on one thread: attempts start and
+finish between waits on the executor, and every store call but renewals is made by this
+thread (SPEC.md section 15.5, "Which slots run"). Renewals are the
+:class:`~runstore.runner.lease_keeper.LeaseKeeper`'s, from this thread and its own
+(section 15.4, "Leases never starve"). Stopping (``stop`` set, e.g. by Ctrl-C) starts
 nothing new, cancels running workers and commits their ``cancelled`` failures, so no
 lease is left live. A store error other than the expected refusals propagates after the
 workers are killed: nothing is retried around a durability step.
@@ -37,6 +39,7 @@ from runstore.runner import attempt
 from runstore.runner.campaign import Campaign
 from runstore.runner.executor import Executor
 from runstore.runner.executor import WorkHandle
+from runstore.runner.lease_keeper import LeaseKeeper
 from runstore.runner.plan import SlotPlan
 from runstore.runner.plan import candidate_id
 from runstore.runner.plan import conflicts
@@ -201,12 +204,17 @@ class _Loop:
         self.store, self.executor, self.options = store, executor, options
         self.report, self.clock, self.schedule = report, clock, schedule
         self.lease_ns = campaign.lease_ns
+        self.keeper = LeaseKeeper(campaign.lease_ns, clock)
         self.running: dict[WorkHandle, attempt.Started] = {}
         self.accepted = 0
         self.failed = 0
         self.stopped = False
 
     def run(self, stop: threading.Event) -> None:
+        with self.keeper.background(self.store.root):
+            self._run(stop)
+
+    def _run(self, stop: threading.Event) -> None:
         try:
             while self.running or (not self.stopped and self.schedule.pending()):
                 if stop.is_set() and not self.stopped:
@@ -236,11 +244,19 @@ class _Loop:
 
     def _start(self, slot: SlotPlan, authorization: RetryAuthorization) -> None:
         try:
-            started = attempt.start(self.store, slot, authorization, self.lease_ns, self.clock)
+            started = attempt.start(
+                self.store, slot, authorization, self.lease_ns, self.clock, self.keeper
+            )
         except TAKEN as refusal:
             self.report("skipped", {**_slot_fields(slot), "reason": refusal.code})
             return
+        except (*LOST, BusyError) as refusal:  # lost while starting, or busy past patience
+            self.report(
+                "lease_lost", {**_slot_fields(slot), "attempt": None, "reason": refusal.code}
+            )
+            return
         if isinstance(started, attempt.Finished):
+            self.keeper.release(started.terminal.attempt_id)
             self._finished(started)
             return
         handle = self.executor.submit(started.order)
@@ -258,11 +274,13 @@ class _Loop:
         started = self.running.pop(handle)
         try:
             finished = attempt.finish(
-                self.store, started, handle.result(), self.lease_ns, self.clock
+                self.store, started, handle.result(), self.lease_ns, self.clock, self.keeper
             )
-        except (*LOST, AttemptTerminalError) as refusal:
-            self._lost(started, refusal)
+        except (*LOST, AttemptTerminalError, BusyError) as refusal:
+            self._lost(started, refusal)  # busy: past the attempt's patience (attempt.patient)
             return
+        finally:
+            self.keeper.release(started.guard.attempt_id)
         self._finished(finished)
 
     def _finished(self, finished: attempt.Finished) -> None:
@@ -296,19 +314,21 @@ class _Loop:
         )
 
     def _renew_due(self) -> None:
+        """Renew what is due on this thread's handle too (the keeper's thread does it while
+        this one is busy), and give up each running attempt whose renewal was refused: its
+        worker is cancelled and the attempt left to recovery."""
+        if self.keeper.failure is not None:
+            raise self.keeper.failure
+        self.keeper.renew_due(self.store)
         now = self.clock()
         for handle, started in list(self.running.items()):
             if now - started.started_at_ns > started.order.timeout_ns + BACKSTOP_NS:
                 handle.cancel()
-            if now - started.renewed_at_ns < self.lease_ns // 3:
-                continue
-            try:
-                attempt.renew(self.store, started, self.lease_ns, self.clock)
-            except BusyError:
-                continue  # the next pass tries again, well before the lease expires
-            except RunStoreError as refusal:
+            refusal = self.keeper.refusal(started.guard.attempt_id)
+            if refusal is not None:
                 handle.cancel()
                 del self.running[handle]
+                self.keeper.release(started.guard.attempt_id)
                 self._lost(started, refusal)
 
     def _settle_waiting(self) -> None:
@@ -326,11 +346,8 @@ class _Loop:
         """Until the next renewal or waiting slot is due: at least 10 ms, at most 1 s
         (none when there is nothing to wait for)."""
         deadlines = [
-            started.renewed_at_ns + self.lease_ns // 3 for started in self.running.values()
+            due for due in (self.keeper.next_due_ns(), self.schedule.next_due()) if due is not None
         ]
-        due = self.schedule.next_due()
-        if due is not None:
-            deadlines.append(due)
         if not deadlines:
             return 0.0
         return max(0.01, min(1.0, (min(deadlines) - self.clock()) / 1e9))

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -30,6 +28,8 @@ from runstore.runner.executor import WorkOrder
 from runstore.runner.executor import WorkResult
 from runstore.runner.executor import WorkStatus
 from runstore.runner.executor import expand_command
+from runstore.runner.output_tree import collect
+from runstore.runner.output_tree import remove_tree
 
 
 class StartRefused(Exception):
@@ -76,67 +76,6 @@ def _read_head(file: BinaryIO, limit: int) -> tuple[bytes, bool]:
     file.seek(0)
     data = file.read(limit + 1)
     return data[:limit], len(data) > limit
-
-
-def _collect(output_dir: str, limit: int) -> tuple[WorkStatus, tuple[tuple[str, bytes], ...], str]:
-    """Walk ``output_dir`` following no link: only regular files and directories, the files
-    at most ``limit`` bytes together (lstat sizes, checked before any read). Returns the
-    status (EXITED, UNSAFE_OUTPUT, OUTPUT_TOO_LARGE), the sorted outputs and a detail."""
-    files: list[tuple[str, int]] = []
-
-    def refuse(error: OSError) -> None:
-        raise error
-
-    try:
-        if not stat.S_ISDIR(os.lstat(output_dir).st_mode):
-            return WorkStatus.UNSAFE_OUTPUT, (), "the output directory was replaced"
-        for dirpath, dirnames, filenames in os.walk(output_dir, onerror=refuse):
-            dirnames.sort()
-            for name in sorted(dirnames + filenames):
-                full = os.path.join(dirpath, name)
-                relative = os.path.relpath(full, output_dir).replace(os.sep, "/")
-                try:
-                    relative.encode("utf-8")
-                except UnicodeEncodeError:
-                    return WorkStatus.UNSAFE_OUTPUT, (), f"{relative!r}: name is not UTF-8"
-                info = os.lstat(full)
-                if stat.S_ISREG(info.st_mode):
-                    files.append((relative, info.st_size))
-                elif not stat.S_ISDIR(info.st_mode):
-                    kind = "symbolic link" if stat.S_ISLNK(info.st_mode) else "special file"
-                    return WorkStatus.UNSAFE_OUTPUT, (), f"{relative}: {kind} in output"
-    except OSError as error:
-        where = os.path.relpath(error.filename or output_dir, os.path.dirname(output_dir))
-        return WorkStatus.UNSAFE_OUTPUT, (), f"{where}: unreadable ({error.strerror})"
-    total = sum(size for _, size in files)
-    if total > limit:
-        return WorkStatus.OUTPUT_TOO_LARGE, (), f"outputs hold {total} bytes, limit {limit}"
-    outputs: list[tuple[str, bytes]] = []
-    for relative, size in sorted(files):
-        full = os.path.join(output_dir, *relative.split("/"))
-        try:
-            with open(os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as file:
-                data = file.read(size + 1)
-        except OSError as error:
-            return WorkStatus.UNSAFE_OUTPUT, (), f"{relative}: unreadable ({error.strerror})"
-        if len(data) != size:  # something outside the killed group still writes to it
-            return WorkStatus.UNSAFE_OUTPUT, (), f"{relative}: changed while being collected"
-        outputs.append((relative, data))
-    return WorkStatus.EXITED, tuple(outputs), ""
-
-
-def _remove_tree(root: str) -> None:
-    """Delete a scratch directory even where the worker made directories read-only: on a
-    first failure, make every directory (top-down, links not followed) ours again."""
-    with contextlib.suppress(OSError):
-        return shutil.rmtree(root)
-    with contextlib.suppress(OSError):
-        os.chmod(root, 0o700)
-        for dirpath, dirnames, _ in os.walk(root):
-            for path in (os.path.join(dirpath, name) for name in dirnames):
-                if not os.path.islink(path):
-                    os.chmod(path, 0o700)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def signal_group(pgid: int, signum: int) -> None:
@@ -206,7 +145,7 @@ def run_order(
     try:
         result = _run_in(order, kill, scratch, kill_grace_s)
     finally:
-        _remove_tree(scratch)
+        remove_tree(scratch)
     with kill.lock:
         if kill.cancelled:
             return attrs.evolve(result, status=WorkStatus.CANCELLED, outputs=(), detail="")
@@ -255,7 +194,7 @@ def _run_in(order: WorkOrder, kill: Kill, scratch: str, kill_grace_s: float) -> 
         duration = time.monotonic_ns() - begin
         stdout, stdout_truncated = _read_head(out, order.log_limit_bytes)
         stderr, stderr_truncated = _read_head(err, order.log_limit_bytes)
-    collected = _collect(output_dir, order.output_limit_bytes) if not timed_out else None
+    collected = collect(output_dir, order.output_limit_bytes) if not timed_out else None
     status, outputs, detail = collected or (WorkStatus.TIMED_OUT, (), "")
     return WorkResult(
         status=status,
