@@ -1,4 +1,5 @@
-"""Leases never starve (issue 28, observation 7; SPEC.md section 15.5, "Leases"): while the
+"""Leases never starve (issue 28, observation 7; SPEC.md section 15.4,
+"Leases never starve"): while the
 coordinator's thread publishes a large output, every running attempt's leases keep their
 schedule, so with a 3 s lease a 1 GiB output and a 100k-file output are accepted beside
 slots that run meanwhile. Real time, real files: the point is what a slow filesystem step

@@ -3,9 +3,11 @@
 Rules of this file: threads and bookkeeping only; it never touches a run store (no store,
 no SQLite) and knows nothing of attempts beyond the :class:`WorkOrder` it is given. Each
 order runs on a thread of a pool sized ``jobs`` through
-:func:`runstore.runner.scratch_run.run_order` (private scratch directory, own process
-group, time limit, outputs as bytes). A handle's future is settled once, under its kill's
-lock, so a cancel and a finished result never both win.
+:func:`runstore.runner.scratch_run.run_order` (private scratch directory, a supervisor
+process that kills every descendant of the command when it ends or this process dies,
+time limit, outputs as bytes). A handle's future is settled once, under its kill's lock,
+so a cancel and a finished result never both win. Making an executor first removes the
+scratch directories that dead coordinators left (:func:`scratch_dirs.remove_dead`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 import attrs
+from runstore.runner import scratch_dirs
 from runstore.runner.executor import Executor
 from runstore.runner.executor import WorkHandle
 from runstore.runner.executor import WorkOrder
@@ -47,9 +50,10 @@ class LocalHandle:
         return self.future.result()
 
     def cancel(self) -> None:
-        """Kill the worker's process group if it runs (SIGTERM now; its task thread sends
-        SIGKILL after the grace period); a queued order never starts and is CANCELLED at
-        once. Does nothing once the result is settled or after a first cancel."""
+        """Stop the worker if it runs (SIGTERM to its process group now; its supervisor
+        sends SIGKILL to every descendant after the grace period); a queued order never
+        starts and is CANCELLED at once. Does nothing once the result is settled or after
+        a first cancel."""
         with self.kill.lock:
             if self.kill.cancelled or self.future.done():
                 return
@@ -73,11 +77,15 @@ class LocalHandle:
 class LocalExecutor:
     """Runs at most ``jobs`` orders at once as subprocesses (the rest queue), each in a
     fresh scratch directory under ``scratch_root`` (default: the system temporary
-    directory), killed with SIGTERM then, ``kill_grace_s`` later, SIGKILL to its process
-    group on time-out, cancel or close. Refuses (ValueError) ``jobs < 1`` or a negative
-    grace; :meth:`submit` after :meth:`close` raises RuntimeError. An order that cannot
-    start (bad placeholder, hostile input path, missing program, non-positive time limit)
-    comes back START_FAILED with a one-line detail, never as an exception."""
+    directory), stopped with SIGTERM to its process group then, ``kill_grace_s`` later,
+    SIGKILL to every descendant on time-out, cancel or close; every descendant is killed
+    too when the command exits and, within moments, when this process dies. Construction
+    removes the scratch directories under ``scratch_root`` whose owner is dead
+    (``swept`` holds their paths). Refuses (ValueError) ``jobs < 1`` or a negative grace;
+    :meth:`submit` after :meth:`close` raises RuntimeError. An order that cannot start
+    (bad placeholder, hostile input path, missing program, non-positive time limit, no
+    child subreaper on this system) comes back START_FAILED with a one-line detail, never
+    as an exception."""
 
     def __init__(
         self, jobs: int, *, scratch_root: str | None = None, kill_grace_s: float = 2.0
@@ -87,6 +95,7 @@ class LocalExecutor:
         if kill_grace_s < 0:
             raise ValueError(f"kill_grace_s must not be negative, got {kill_grace_s}")
         self.scratch_root, self.kill_grace_s = scratch_root, kill_grace_s
+        self.swept = scratch_dirs.remove_dead(scratch_root)
         self._pool = concurrent.futures.ThreadPoolExecutor(jobs, "runstore-local")
         self._lock = threading.Lock()
         self._handles: set[LocalHandle] = set()

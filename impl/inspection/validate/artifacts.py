@@ -28,6 +28,7 @@ from runstore.inspection.validate.findings import Report
 from runstore.inspection.validate.reading import stream
 from runstore.inspection.validate.records import RECORD_INVALID
 from runstore.manifest import MANIFEST_NAME
+from runstore.manifest import ManifestFile
 from runstore.manifest import manifest_sha256
 from runstore.manifest import parse_manifest
 from runstore.manifest import path_order
@@ -136,7 +137,7 @@ def _check_directory(
         return
     try:
         if quick:
-            tree, digest = None, _quick_manifest_digest(directory)
+            tree, digest = None, manifest_sha256(quick_manifest(directory)[1])
         else:
             completed = objects.verify(directory, sync=False)
             tree, digest = completed.tree_sha256, completed.manifest_sha256
@@ -152,11 +153,11 @@ def _check_directory(
         report(ARTIFACT_MANIFEST_MISMATCH, path, f"its manifest hashes to {digest}, not {manifest}")
 
 
-def _quick_manifest_digest(directory: str) -> str:
-    """The manifest digest of ``directory`` after comparing its listing with the
-    manifest (every listed file present with its size, nothing else, no empty directory,
-    link or special file), reading no file but ``manifest.json``. Refuses a difference
-    with ``artifact_corrupt``."""
+def quick_manifest(directory: str) -> tuple[tuple[ManifestFile, ...], bytes]:
+    """The files ``directory``'s manifest lists and the manifest's bytes, after comparing
+    its listing with the manifest (every listed file present with its size, nothing else,
+    no empty directory, link or special file), reading no file but ``manifest.json``.
+    Refuses a difference with ``artifact_corrupt``."""
     try:
         found, _ = walk(directory, ())
     except UnsafeEntryError as error:
@@ -181,7 +182,7 @@ def _quick_manifest_digest(directory: str) -> str:
         raise ArtifactCorruptError(
             f"object does not match its manifest: {objects.first_difference(expected, found)}"
         )
-    return manifest_sha256(data)
+    return tuple(listed), data
 
 
 def _read_manifest(path: str) -> bytes:
