@@ -5,7 +5,6 @@ attempt stranded by the coordinator's own error, never a scratch directory left 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -13,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli.world import RUNSTORE
 from conformance.cli.world import json_lines
+from conformance.cli.world import runstore
 from conformance.cli.world import write_campaign
 from conformance.closed_store import rows
 
@@ -60,15 +59,9 @@ def hostile_campaign(directory: Path, mode: str) -> Path:
 
 
 def run(*arguments: str, tmpdir: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``runstore`` with its temporary directory (scratch directories) at ``tmpdir``."""
     tmpdir.mkdir(exist_ok=True)
-    return subprocess.run(
-        [RUNSTORE, *arguments],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "200", "TMPDIR": str(tmpdir)},
-    )
+    return runstore(*arguments, timeout=timeout, env={"TMPDIR": str(tmpdir)})
 
 
 @pytest.mark.parametrize(

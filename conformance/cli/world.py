@@ -102,15 +102,18 @@ def write_campaign(
     return path
 
 
-def runstore(*arguments: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """The installed console script, with no terminal (so no progress bars)."""
+def runstore(
+    *arguments: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The installed console script, with no terminal (so no progress bars), with ``env``
+    added to this process's environment."""
     return subprocess.run(
         [RUNSTORE, *arguments],
         capture_output=True,
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
 
 

@@ -196,17 +196,19 @@ def test_a_lost_wal_under_a_campaign_is_seen_by_validate_but_not_by_audit(tmp_pa
         assert audit(snapshot).ok
 
 
+def accepted_later(store: RunStore, value: tuple[factories.OneShot, OwnedAttempt]) -> None:
+    """The commits the WAL loses: the kept attempt claims, observes and is accepted."""
+    slots, guard = value
+    guard = claimed(store, guard, 2_000)
+    observed(store, slots, guard, 2_100)
+    accepted(store, guard, 2_200)
+
+
 def test_an_attempt_rolled_back_to_an_execution_phase_is_a_finding(tmp_path: Path) -> None:
     def kept(store: RunStore) -> tuple[factories.OneShot, OwnedAttempt]:
         return started(store, "rolled", 1_000)
 
-    def lost(store: RunStore, value: tuple[factories.OneShot, OwnedAttempt]) -> None:
-        slots, guard = value
-        guard = claimed(store, guard, 2_000)
-        observed(store, slots, guard, 2_100)
-        accepted(store, guard, 2_200)
-
-    _, guard = lose_wal(tmp_path, kept, lost)
+    _, guard = lose_wal(tmp_path, kept, accepted_later)
     ((subject, message),) = unregistered_findings(validate_store(str(tmp_path)))
     assert subject == only_unregistered_object(tmp_path)
     assert guard.attempt_id in message and "materializing at revision 1" in message, message
@@ -220,13 +222,7 @@ def test_a_rolled_back_attempt_stays_a_finding_after_recovery_failed_it(tmp_path
     def kept(store: RunStore) -> tuple[factories.OneShot, OwnedAttempt]:
         return started(store, "resumed", 1_000, expires=5_000)
 
-    def lost(store: RunStore, value: tuple[factories.OneShot, OwnedAttempt]) -> None:
-        slots, guard = value
-        guard = claimed(store, guard, 2_000)
-        observed(store, slots, guard, 2_100)
-        accepted(store, guard, 2_200)
-
-    _, guard = lose_wal(tmp_path, kept, lost)
+    _, guard = lose_wal(tmp_path, kept, accepted_later)
     subject = only_unregistered_object(tmp_path)
     with RunStore.open(str(tmp_path)) as store:
         report = store.recover(lambda: 10_000)

@@ -19,6 +19,7 @@ from runstore.errors import DurabilityError
 from runstore.requests import FirstAttempt
 from runstore.runner import attempt
 from runstore.runner import output_tree
+from runstore.runner.campaign import InputFile
 from runstore.runner.coordinator import RunOptions
 from runstore.runner.coordinator import RunSummary
 from runstore.runner.coordinator import register
@@ -174,12 +175,17 @@ def test_write_files_types_each_failure_by_what_it_is_about(
             attempt.write_files([("b", b"x")])(str(tmp_path))
 
 
+def registered_input(tmp_path: Path) -> tuple[Path, InputFile]:
+    """``data/input.bin`` holding the 16 bytes it is registered with."""
+    data = tmp_path / "data"
+    data.mkdir()
+    return data, input_file(data, "input.bin", b"registered bytes")
+
+
 def test_an_input_swapped_for_a_fifo_fails_input_changed_without_blocking(
     tmp_path: Path,
 ) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    file = input_file(data, "input.bin", b"registered bytes")
+    data, file = registered_input(tmp_path)
     (data / "input.bin").unlink()
     os.mkfifo(data / "input.bin")
     outcome: list[object] = []
@@ -197,9 +203,7 @@ def test_an_input_swapped_for_a_fifo_fails_input_changed_without_blocking(
 def test_an_input_grown_to_a_gibibyte_is_refused_by_its_size_before_any_read(
     tmp_path: Path,
 ) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    file = input_file(data, "input.bin", b"registered bytes")
+    data, file = registered_input(tmp_path)
     os.truncate(data / "input.bin", 2**30)  # sparse: a read would cost a GiB of memory
     failure = attempt.read_inputs([file])
     assert isinstance(failure, attempt.Failure) and failure.code == "input_changed"
@@ -207,9 +211,7 @@ def test_an_input_grown_to_a_gibibyte_is_refused_by_its_size_before_any_read(
 
 
 def test_an_input_of_the_same_size_and_other_bytes_fails_its_digest(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    file = input_file(data, "input.bin", b"registered bytes")
+    data, file = registered_input(tmp_path)
     (data / "input.bin").write_bytes(b"Registered bytes")
     failure = attempt.read_inputs([file])
     assert isinstance(failure, attempt.Failure) and failure.code == "input_changed"
