@@ -17,10 +17,11 @@ the wall time spent inside ``submit``, inside ``wait`` and inside its handles' `
 ``run_campaign``'s wall time is the coordinator's own work. That rest is split further by
 timing (wrapping, for the length of the run) the attempt steps the coordinator calls:
 ``start`` (reserve, read inputs, advance to executing), ``finish`` (judge the result,
-publish its artifacts, commit the terminal), ``renew``; ``setup`` is the time before the
-first ``submit`` (registration of every slot and planning); ``other`` is what is left (the
-loop's bookkeeping, the final query of the slots' progress; for Dask also the GIL and CPU
-its client's event loop thread takes from the coordinator's thread).
+publish its artifacts, commit the terminal), ``renew`` (every renewal, on either of the
+lease keeper's threads); ``setup`` is the time before the first ``submit`` (registration of
+every slot and planning); ``other`` is what is left (the loop's bookkeeping, the final
+query of the slots' progress; for Dask also the GIL and CPU its client's event loop thread
+takes from the coordinator's thread).
 
 Run: ``python tools/bench_dask.py [--slots 2000] [--workers 2] [--rounds 1] [--keep DIR]``
 (``--slots 200`` is a quick check; ``--keep DIR`` leaves the campaign file and the stores in
@@ -216,17 +217,18 @@ def timed(function: Callable[P, R], tally: Tally) -> Callable[P, R]:
 
 @contextlib.contextmanager
 def timed_steps(timings: Timings) -> Iterator[None]:
-    """For the block, the coordinator's calls of ``attempt.start``, ``finish`` and
-    ``renew`` (looked up on the module at each call) are timed into ``timings.steps``."""
-    original = (attempt.start, attempt.finish, attempt.renew)
+    """For the block, the coordinator's calls of ``attempt.start`` and ``finish`` (looked
+    up on the module at each call) and every ``RunStore.renew`` (the lease keeper's, on the
+    coordinator's thread or its own) are timed into ``timings.steps``."""
+    original = (attempt.start, attempt.finish, RunStore.renew)
     timings.steps = {name: Tally() for name in ("start", "finish", "renew")}
     attempt.start = timed(attempt.start, timings.steps["start"])
     attempt.finish = timed(attempt.finish, timings.steps["finish"])
-    attempt.renew = timed(attempt.renew, timings.steps["renew"])
+    RunStore.renew = timed(RunStore.renew, timings.steps["renew"])  # type: ignore[method-assign]
     try:
         yield
     finally:
-        attempt.start, attempt.finish, attempt.renew = original
+        attempt.start, attempt.finish, RunStore.renew = original  # type: ignore[method-assign]
 
 
 # --- one run -------------------------------------------------------------------------------

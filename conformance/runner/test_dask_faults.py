@@ -44,6 +44,7 @@ from conformance.cli.world import runstore
 from conformance.cli.world import start
 from conformance.cli.world import write_campaign
 from conformance.closed_store import rows as query
+from conformance.runner.dask_world import dask_worker_of
 from conformance.runner.executor_world import gone
 from conformance.runner.world import SECOND
 from conformance.runner.world import Clock
@@ -217,8 +218,9 @@ def test_a_killed_dask_worker_fails_its_attempt_once_and_only_an_authorized_retr
     # The file's cluster: its nanny restarts the killed worker for the later runs.
     dask = ("--executor", "dask", "--scheduler", dask_scheduler, "-j", "2")
     process = start("run", str(campaign_file), "--store", str(store), "--init", "--json", *dask)
-    ((_, (_, dask_worker)),) = marks(stall_marks, 1).items()
-    os.kill(dask_worker, signal.SIGKILL)  # the Dask worker process running the stalled task
+    ((_, (command, _)),) = marks(stall_marks, 1).items()
+    # The Dask worker process running the stalled task (the command's parent is its supervisor).
+    os.kill(dask_worker_of(dask_scheduler, command), signal.SIGKILL)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 1, err
     finished = {

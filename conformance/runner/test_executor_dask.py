@@ -7,11 +7,11 @@ by the worker; non-zero exits; the time limit; OUTPUT_TOO_LARGE, UNSAFE_OUTPUT a
 START_FAILED as statuses; ``wait``; ``submit`` after ``close``), a cancel and a close
 killing the worker's process through the channel, the orphan rule killing it once the
 coordinator's beat stops, and a Dask worker process dying mid-task coming back
-WORKER_LOST without being run again. Without Dask: the task's watcher
-(:func:`dask_task.watch`, :func:`dask_task.run_watched`) with a fake channel reader, the
-constructor's refusals, and the refusals of :func:`open_dask` and :func:`open_executor`
-(unreachable scheduler, a scheduler that re-runs tasks, the dask extra missing,
-contradictory options).
+WORKER_LOST without being run again (its command dying with it). Without Dask: the task's
+admission and watcher (:func:`dask_task.run_watched`, :func:`dask_task.watch`) with a fake
+cluster side (channel values and a start mark), the constructor's refusals, and the
+refusals of :func:`open_dask` and :func:`open_executor` (unreachable scheduler, a scheduler
+that re-runs tasks, the dask extra missing, contradictory options).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from runstore.runner.executors import open_executor
 from runstore.runner.local import LocalExecutor
 from runstore.runner.scratch_run import Kill
 
+from conformance.runner.dask_world import dask_worker_of
 from conformance.runner.executor_world import SLACK_S
 from conformance.runner.executor_world import check_cancel_after_done
 from conformance.runner.executor_world import check_exited_worker
@@ -57,6 +58,7 @@ pytest.importorskip("distributed", reason="the dask extra is not installed")
 
 from runstore.runner.dask_executor import POLL_S
 from runstore.runner.dask_executor import DaskExecutor
+from runstore.runner.dask_executor import DaskHandle
 from runstore.runner.dask_executor import _settled
 from runstore.runner.dask_executor import open_dask
 
@@ -91,6 +93,16 @@ def results(executor: DaskExecutor, orders: list[WorkOrder]) -> list[WorkResult]
     while not all(handle.done() for handle in handles) and time.monotonic() < deadline:
         executor.wait(handles, 1)
     return [handle.result() for handle in handles]
+
+
+def returned(handle: DaskHandle, within_s: float = 10.0) -> WorkResult:
+    """What ``handle``'s task itself returned, once the executor fetched it (also after a
+    cancel, when the handle's own result is CANCELLED whatever the task returned)."""
+    deadline = time.monotonic() + within_s
+    while handle.returned is None:
+        assert time.monotonic() < deadline, f"{handle.key} returned nothing in {within_s} s"
+        time.sleep(0.01)
+    return handle.returned
 
 
 def sleeper(pid_file: Path, **kwargs: Any) -> WorkOrder:
@@ -241,12 +253,12 @@ def test_cancel_of_a_running_and_of_a_queued_order(executor: DaskExecutor, tmp_p
         assert all(gone(pid, KILLED_WITHIN_S) for pid in pids)
         # What the tasks themselves returned: they saw the cancel on the channel.
         for handle in running:
-            task_result = handle.future.result(timeout=10)
+            task_result = returned(handle)
             assert (task_result.status, task_result.exit_code) == (
                 WorkStatus.CANCELLED,
                 -signal.SIGTERM,
             )
-        task_result = queued.future.result(timeout=10)
+        task_result = returned(queued)
         assert (task_result.status, task_result.detail) == (WorkStatus.CANCELLED, CANCELLED_DETAIL)
         assert not ran.exists(), "the queued order ran although cancelled"
 
@@ -310,20 +322,24 @@ def test_a_task_whose_coordinator_stops_beating_kills_its_worker(
             dask._beater.join()
             assert not gone(pid, 0.5), "killed before the beat was silent for long"
             assert gone(pid, orphan_after_s + 2 * POLL_S + SLACK_S)
-            task_result = handle.future.result(timeout=10)
+            task_result = returned(handle)
             assert task_result.status is WorkStatus.CANCELLED
             assert not handle.cancelled and not dask._closed
     finally:
         dask.close()
 
 
-# --- the task's watcher, without Dask ----------------------------------------------------------
+# --- the task's admission and watcher, without Dask -------------------------------------------
+
+SERIAL = 3
+"""The fake channel's serial for the task under test."""
 
 
 def channel(*, orphan_after_s: float = 0.3, version: str | None = None) -> Channel:
     return Channel(
         name="runstore-channel-test",
         key="runstore-slot#0-abcd",
+        serial=SERIAL,
         orphan_after_s=orphan_after_s,
         poll_s=0.02,
         kill_grace_s=0.5,
@@ -331,8 +347,38 @@ def channel(*, orphan_after_s: float = 0.3, version: str | None = None) -> Chann
     )
 
 
-def state(beat: int = 0, cancelled: tuple[str, ...] = (), closed: bool = False) -> object:
-    return {"beat": beat, "cancelled": list(cancelled), "closed": closed}
+def state(
+    beat: int = 0, live: tuple[int, ...] = (SERIAL,), closed: bool = False, listed: int = 10
+) -> dict[str, object]:
+    return {"beat": beat, "listed": listed, "live": list(live), "closed": closed}
+
+
+class FakeSide:
+    """A task's view of the cluster: ``read`` gives the channel's values; the start mark is
+    a flag (``marked`` set to raise makes every mark call fail)."""
+
+    def __init__(self, read: Callable[[float], object], marked: bool = False) -> None:
+        self.reader = read
+        self.flag = marked
+        self.broken = False
+        self.calls: list[str] = []
+
+    def read(self, timeout: float) -> object:
+        return self.reader(timeout)
+
+    def marked(self) -> bool:
+        self.calls.append("marked")
+        if self.broken:
+            raise OSError("scheduler unreachable")
+        return self.flag
+
+    def mark(self) -> None:
+        self.calls.append("mark")
+        self.flag = True
+
+    def unmark(self) -> None:
+        self.calls.append("unmark")
+        self.flag = False
 
 
 def marker_order(marker: Path) -> WorkOrder:
@@ -342,24 +388,96 @@ def marker_order(marker: Path) -> WorkOrder:
 
 
 @pytest.mark.parametrize(
-    "news", [state(cancelled=("other", "runstore-slot#0-abcd")), state(closed=True)]
+    ("news", "detail"),
+    [
+        (state(live=(1, 2)), CANCELLED_DETAIL),
+        (state(closed=True), dask_task.CLOSED_DETAIL),
+        ({"beat": 0, "listed": 10, "live": [SERIAL]}, dask_task.CLOSED_DETAIL),
+    ],
+    ids=["not live", "closed", "no closed flag"],
 )
-def test_run_watched_refuses_to_start_an_order_already_cancelled(
-    tmp_path: Path, news: object
+def test_run_watched_refuses_to_start_an_order_not_live(
+    tmp_path: Path, news: object, detail: str
 ) -> None:
     marker = tmp_path / "ran"
-    result = dask_task.run_watched(marker_order(marker), channel(), lambda _: news)
-    assert (result.status, result.exit_code) == (WorkStatus.CANCELLED, None)
-    assert result.detail == CANCELLED_DETAIL
+    side = FakeSide(lambda _: news)
+    result = dask_task.run_watched(marker_order(marker), channel(), side)
+    assert (result.status, result.exit_code, result.detail) == (WorkStatus.CANCELLED, None, detail)
     assert not marker.exists(), "the cancelled order ran"
+    assert side.calls == ["marked", "mark", "unmark"]  # its serial can never be live again
+
+
+def test_run_watched_refuses_an_order_whose_start_mark_is_set(tmp_path: Path) -> None:
+    """The scheduler runs a task again once the worker holding its unfetched result died:
+    the first run set the mark, so this run never starts the command."""
+    marker = tmp_path / "ran"
+    side = FakeSide(lambda _: state(), marked=True)
+    result = dask_task.run_watched(marker_order(marker), channel(), side)
+    assert (result.status, result.exit_code) == (WorkStatus.WORKER_LOST, None)
+    assert result.detail == dask_task.RERUN_DETAIL
+    assert not marker.exists(), "a task run again started its command a second time"
+    assert side.calls == ["marked"]
+
+
+def test_run_watched_refuses_an_order_whose_start_mark_cannot_be_read(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    side = FakeSide(lambda _: state())
+    side.broken = True
+    result = dask_task.run_watched(marker_order(marker), channel(), side)
+    assert (result.status, result.exit_code) == (WorkStatus.START_FAILED, None)
+    assert result.detail == "cannot mark its start: OSError: scheduler unreachable"
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda _: state(listed=SERIAL),
+        lambda _: state(listed=None),  # type: ignore[arg-type]
+        lambda _: {"beat": 0, "listed": 10, "closed": False},
+        lambda _: "not a dict",
+        lambda _: None,
+    ],
+    ids=["not listed yet", "no listed count", "no live list", "a strange value", "no value"],
+)
+def test_run_watched_refuses_an_order_no_channel_value_lists(
+    tmp_path: Path, read: Callable[[float], object]
+) -> None:
+    """Fail-closed: no value that says the serial is live, within ``orphan_after_s``, is no
+    start."""
+    marker = tmp_path / "ran"
+    began = time.monotonic()
+    result = dask_task.run_watched(
+        marker_order(marker), channel(orphan_after_s=0.3), FakeSide(read)
+    )
+    assert (result.status, result.exit_code) == (WorkStatus.START_FAILED, None)
+    assert result.detail.startswith("no word of it from its coordinator for 0.3 s")
+    assert 0.3 <= time.monotonic() - began < 0.3 + SLACK_S
+    assert not marker.exists()
+
+
+def test_run_watched_refuses_an_order_whose_channel_cannot_be_read(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    result = dask_task.run_watched(marker_order(marker), channel(), FakeSide(failing_read))
+    assert (result.status, result.exit_code) == (WorkStatus.START_FAILED, None)
+    assert not marker.exists(), "an unreadable channel let the command start"
+
+
+def test_run_watched_waits_for_the_publication_that_lists_it(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    reads = itertools.count()
+    side = FakeSide(lambda _: state(next(reads), listed=10 if next(reads) > 6 else SERIAL))
+    result = dask_task.run_watched(marker_order(marker), channel(orphan_after_s=5), side)
+    assert (result.status, result.exit_code) == (WorkStatus.EXITED, 0)
+    assert marker.read_text() == "1"
+    assert side.calls == ["marked", "mark"]  # the coordinator clears the mark
 
 
 def test_run_watched_runs_an_order_whose_coordinator_beats(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     beats = itertools.count()
-    result = dask_task.run_watched(
-        marker_order(marker), channel(), lambda _: state(next(beats), cancelled=("other",))
-    )
+    side = FakeSide(lambda _: state(next(beats), live=(1, SERIAL)))
+    result = dask_task.run_watched(marker_order(marker), channel(), side)
     assert (result.status, result.exit_code) == (WorkStatus.EXITED, 0)
     assert marker.read_text() == "1"
 
@@ -372,10 +490,11 @@ def test_run_watched_refuses_a_version_mismatch(tmp_path: Path) -> None:
         reads.append(timeout)
         return state()
 
-    result = dask_task.run_watched(marker_order(marker), channel(version="0.0.0+elsewhere"), read)
+    side = FakeSide(read)
+    result = dask_task.run_watched(marker_order(marker), channel(version="0.0.0+elsewhere"), side)
     assert (result.status, result.exit_code) == (WorkStatus.START_FAILED, None)
     assert "0.0.0+elsewhere" in result.detail and runstore_version() in result.detail
-    assert reads == [] and not marker.exists()
+    assert reads == [] and side.calls == [] and not marker.exists()
 
 
 def test_run_watched_kills_a_running_order_once_the_coordinator_is_silent(
@@ -393,7 +512,9 @@ def test_run_watched_kills_a_running_order_once_the_coordinator_is_silent(
 
     with reaped(pid_file):
         began = time.monotonic()
-        result = dask_task.run_watched(sleeper(pid_file), channel(orphan_after_s=0.3), read)
+        result = dask_task.run_watched(
+            sleeper(pid_file), channel(orphan_after_s=0.3), FakeSide(read)
+        )
         elapsed = time.monotonic() - began
         assert (result.status, result.exit_code) == (WorkStatus.CANCELLED, -signal.SIGTERM)
         assert 0.3 <= elapsed < 0.3 + SLACK_S
@@ -406,16 +527,15 @@ def watching(
     """Run :func:`dask_task.watch` to its end: its verdict, the kill and the seconds taken."""
     kill, finished = Kill(), threading.Event()
     began = time.monotonic()
-    verdict = dask_task.watch(channel(orphan_after_s=orphan_after_s), read, kill, finished)
+    verdict = dask_task.watch(
+        channel(orphan_after_s=orphan_after_s), FakeSide(read), kill, finished
+    )
     return verdict, kill, time.monotonic() - began
 
 
 @pytest.mark.parametrize(
     ("news", "verdict"),
-    [
-        (state(cancelled=("runstore-slot#0-abcd",)), "cancelled"),
-        (state(closed=True), "closed"),
-    ],
+    [(state(live=(1,)), "cancelled"), (state(closed=True), "closed")],
 )
 def test_watch_stops_at_a_cancel_or_a_close(news: object, verdict: str) -> None:
     beats = itertools.count()
@@ -447,12 +567,10 @@ def test_watch_keeps_a_beating_task_running_until_it_finishes() -> None:
     beats = itertools.count()
     kill, finished = Kill(), threading.Event()
     verdicts: list[str] = []
-
-    def read(_: float) -> object:
-        return state(next(beats), cancelled=("runstore-slot#0-other",))
+    side = FakeSide(lambda _: state(next(beats), live=(SERIAL, SERIAL + 1)))
 
     watcher = threading.Thread(
-        target=lambda: verdicts.append(dask_task.watch(channel(), read, kill, finished))
+        target=lambda: verdicts.append(dask_task.watch(channel(), side, kill, finished))
     )
     watcher.start()
     time.sleep(1.0)  # more than three times orphan_after_s
@@ -483,23 +601,22 @@ def test_a_task_that_raises_or_returns_no_result_is_worker_lost(executor: DaskEx
 
 
 def test_a_task_whose_dask_worker_dies_is_worker_lost_and_not_run_again(
-    executor: DaskExecutor, tmp_path: Path
+    executor: DaskExecutor, dask_scheduler: str, tmp_path: Path
 ) -> None:
-    """The order's parent is the Dask worker process: killing it loses the task. The
-    scheduler (allowed-failures 0) must not run it again, on the restarted worker or the
-    other one. The order's own process is in its own session, so it outlives the worker:
-    the test kills it and removes its scratch directory."""
-    starts, parent = tmp_path / "starts", tmp_path / "parent"
+    """Killing the Dask worker process that runs the order loses the task. The scheduler
+    (allowed-failures 0) must not run it again, on the restarted worker or the other one;
+    and the order's process dies with the worker (its supervisor sees its runner die)."""
+    starts = tmp_path / "starts"
     script = """
         import os, time
         with open(os.environ["STARTS"], "a") as log:
             log.write(f"{os.getpid()} {os.environ['RUNSTORE_WORK_DIR']}\\n")
-        open(os.environ["PARENT"], "w").write(str(os.getppid()))
         time.sleep(60)
     """
-    handle = executor.submit(order(script, env=(("STARTS", str(starts)), ("PARENT", str(parent)))))
+    handle = executor.submit(order(script, env=(("STARTS", str(starts)),)))
     try:
-        worker = int(wait_for(parent))
+        command = int(wait_for(starts).split()[0])
+        worker = dask_worker_of(dask_scheduler, command)
         assert worker != os.getpid()
         os.kill(worker, signal.SIGKILL)
         assert executor.wait([handle], 30) == {handle}
@@ -509,7 +626,8 @@ def test_a_task_whose_dask_worker_dies_is_worker_lost_and_not_run_again(
             None,
             (),
         )
-        assert "died" in result.detail
+        assert result.detail == "the Dask worker running it died"
+        assert gone(command, SLACK_S), "the command outlived its Dask worker"
         executor.client.wait_for_workers(2, timeout=30)  # the nanny restarted it
         time.sleep(1.0)  # time enough for a wrongful re-run to start
         assert len(starts.read_text().splitlines()) == 1, "the lost task was run again"

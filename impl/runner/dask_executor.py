@@ -6,11 +6,15 @@ and in :mod:`runstore.runner.dask_task`, and only when a Dask executor is made, 
 install does not need it (``pip install 'runstore[dask]'``). Orders and results travel as
 values; only the coordinator publishes (SPEC.md section 15, "The Dask executor").
 
-Dask never runs a task twice on its own: every task is submitted with ``retries=0`` and
-the scheduler must have ``allowed-failures`` 0 (a task whose worker dies errs with
-``KilledWorker`` instead of being re-run), so any retry is an explicit store authorization.
-A cancel is delivered through the channel Variable that a background thread also beats;
-the task's watcher kills the worker's process group (:mod:`runstore.runner.dask_task`).
+Dask never runs an attempt's command twice. Every task is submitted with ``retries=0``
+and the scheduler must have ``allowed-failures`` 0 (a task whose worker dies while it runs
+errs with ``KilledWorker`` instead of being run again). A finished task's result is
+released from the cluster as soon as it was fetched, so no lost worker can make the
+scheduler compute it again; and a task the scheduler does run again (a worker holding a
+result that was not yet fetched died) finds its start mark set and refuses to start its
+command (:mod:`runstore.runner.dask_task`). Each task is admitted only while its serial
+is live in the channel Variable that a background thread also beats: a cancel, a fetched
+result or the close takes it out for good. Any retry is an explicit store authorization.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from runstore.errors import ExecutorUnavailableError
 from runstore.runner.dask_task import Channel
 from runstore.runner.dask_task import run_task
 from runstore.runner.dask_task import runstore_version
+from runstore.runner.dask_task import start_mark_name
 from runstore.runner.executor import Executor
 from runstore.runner.executor import WorkHandle
 from runstore.runner.executor import WorkOrder
@@ -44,34 +49,37 @@ POLL_S: Final = 0.5
 
 
 class DaskHandle:
-    """One order submitted to a :class:`DaskExecutor` (a :class:`WorkHandle`). It is done
-    once its result was fetched from the worker (by the executor's fetch threads, off the
-    coordinator's thread) or once it was cancelled."""
+    """One order submitted to a :class:`DaskExecutor` (a :class:`WorkHandle`): its Dask
+    ``key``, its channel ``serial`` and its Dask ``future``. It is done once the task's
+    result was fetched from the worker (by the executor's fetch threads, off the
+    coordinator's thread) or once it was cancelled. ``returned`` is what the task itself
+    returned (WORKER_LOST if nothing came back), once fetched, even after a cancel."""
 
-    def __init__(self, executor: DaskExecutor, key: str, future: Any) -> None:
-        self.executor, self.key, self.future = executor, key, future
+    def __init__(self, executor: DaskExecutor, key: str, serial: int, future: Any) -> None:
+        self.executor, self.key, self.serial, self.future = executor, key, serial, future
         self.cancelled = False
-        self.fetched: WorkResult | None = None
+        self.returned: WorkResult | None = None
 
     def done(self) -> bool:
-        return self.cancelled or self.fetched is not None
+        return self.cancelled or self.returned is not None
 
     def result(self) -> WorkResult:
         """The result; once cancelled before it was fetched, CANCELLED (whatever the task
         may still return). Raises RuntimeError if not done yet."""
         if self.cancelled:
             return unrun(WorkStatus.CANCELLED, "cancelled by the coordinator")
-        if self.fetched is None:
+        if self.returned is None:
             raise RuntimeError(f"task {self.key} is not done")
-        return self.fetched
+        return self.returned
 
     def cancel(self) -> None:
-        """Tell the task (through the channel) to kill its worker's process group; from now
-        on the handle is done with a CANCELLED result. Nothing once the result is here."""
-        if self.cancelled or self.fetched is not None:
+        """Take the task's serial out of the channel's live ones (a running task kills its
+        worker's process group, one not started never starts); from now on the handle is
+        done with a CANCELLED result. Nothing once the result is here; never blocks."""
+        if self.cancelled or self.returned is not None:
             return
         self.cancelled = True
-        self.executor.cancel_key(self.key)
+        self.executor.withdraw(self)
 
 
 def _settled(future: Any) -> WorkResult:
@@ -106,7 +114,13 @@ class DaskExecutor:
     """Runs orders as Dask tasks through ``client`` (owning ``cluster`` if given, closed
     with it). A task whose coordinator stays silent for ``orphan_after_s`` kills its
     worker (the CLI passes the campaign's lease duration: by then the lease is lost).
-    Use :func:`open_dask` to make one; :meth:`close` is idempotent."""
+    Use :func:`open_dask` to make one; :meth:`close` is idempotent.
+
+    A handle's life in the cluster: :meth:`submit` gives it the next serial, live at once
+    (the next publication lists it); its cancel or its fetched result takes the serial out
+    of ``live``; once a publication without it has reached the scheduler, its future is
+    released and its start mark cleared (:meth:`_clean`), in that order, so that no run of
+    its task can be admitted after the mark is gone."""
 
     def __init__(
         self,
@@ -130,14 +144,22 @@ class DaskExecutor:
         self._variable = Variable(self.name, client=client)
         self._lock = threading.Lock()
         self._wake = threading.Event()  # a handle finished, or the channel must be published
-        self._cancelled: set[str] = set()
+        self._next_serial = 0
+        self._live: set[int] = set()
+        """The serials of the tasks this coordinator holds: submitted, neither cancelled nor
+        fetched, and not closed."""
         self._unsettled: dict[str, DaskHandle] = {}
         """Handles whose task has not finished, or whose result is still being fetched."""
+        self._retiring: list[DaskHandle] = []
+        """Handles out of ``_live`` whose task is over, to clean after the next publication."""
+        self._held: dict[str, DaskHandle] = {}
+        """Handles not cleaned yet: their future is held, their start mark may be set."""
         self._fetcher = concurrent.futures.ThreadPoolExecutor(4, "runstore-fetch")
         self.version = runstore_version()
         self._beat = 0
         self._closed = False
         self.publish_failures = 0
+        self.clean_failures = 0
         self._publish()  # before any task can read it
         self._stop = threading.Event()
         self._publish_now = threading.Event()
@@ -159,19 +181,30 @@ class DaskExecutor:
         with self._lock:
             if self._closed:
                 raise RuntimeError("submit on a closed DaskExecutor")
+            serial = self._next_serial
+            self._next_serial += 1
+            self._live.add(serial)
         key = f"runstore-{order.key}-{secrets.token_hex(4)}"
         channel = Channel(
             name=self.name,
             key=key,
+            serial=serial,
             orphan_after_s=self.orphan_after_s,
             poll_s=self.poll_s,
             kill_grace_s=self.kill_grace_s,
             version=self.version,
         )
-        future = self.client.submit(run_task, order, channel, key=key, pure=False, retries=0)
-        handle = DaskHandle(self, key, future)
+        try:
+            future = self.client.submit(run_task, order, channel, key=key, pure=False, retries=0)
+        except BaseException:
+            with self._lock:
+                self._live.discard(serial)
+            raise
+        handle = DaskHandle(self, key, serial, future)
         with self._lock:
             self._unsettled[key] = handle
+            self._held[key] = handle
+        self._publish_now.set()  # the task waits for a publication that lists it
         future.add_done_callback(lambda _: self._on_done(handle))
         return handle
 
@@ -190,21 +223,23 @@ class DaskExecutor:
                 return done
             self._wake.wait(remaining)
 
-    def cancel_key(self, key: str) -> None:
-        """Add ``key`` to the channel's cancelled keys and publish at once."""
+    def withdraw(self, handle: DaskHandle) -> None:
+        """Take ``handle``'s serial out of the live ones and publish soon (never blocks)."""
         with self._lock:
-            self._cancelled.add(key)
+            self._live.discard(handle.serial)
         self._publish_now.set()
 
     def close(self) -> None:
         """Cancel every handle not done and publish ``closed`` (every running task kills its
-        worker), wait a bounded time for the tasks to end and for the fetches under way
-        (fetched results stay readable), then close the client and the cluster it owns;
+        worker, none starts), wait a bounded time for the tasks to end and for the fetches
+        under way (fetched results stay readable), clean every handle (once ``closed``
+        reached the scheduler), then close the client and the cluster it owns;
         idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            self._live.clear()
             unsettled = list(self._unsettled.values())
         for handle in unsettled:
             if not handle.done():
@@ -212,11 +247,13 @@ class DaskExecutor:
         self._stop.set()
         self._publish_now.set()
         self._beater.join()
-        self._publish()
+        published = self._publish()
         deadline = time.monotonic() + 2 * self.poll_s + self.kill_grace_s + 2.0
         while self._unsettled and time.monotonic() < deadline:
             time.sleep(0.05)
         self._fetcher.shutdown(wait=True)  # every fetch ends before the client closes
+        if published:  # else a mark cleared now could admit a run that read an older value
+            self._clean(list(self._held.values()))
         with contextlib.suppress(Exception):
             self._variable.delete()
         self.client.close()
@@ -234,35 +271,49 @@ class DaskExecutor:
                 self._unsettled.pop(handle.key, None)
 
     def _fetch(self, handle: DaskHandle) -> None:
-        """Fetch a finished task's result (a fetch thread; nothing for a cancelled handle),
-        then wake :meth:`wait`."""
+        """Fetch a finished task's result (a fetch thread), take its serial out of the live
+        ones and queue the handle for cleaning, then wake :meth:`wait`."""
         try:
-            if not handle.cancelled:
-                handle.fetched = _settled(handle.future)
+            handle.returned = _settled(handle.future)
         except Exception as error:  # a handle must always finish; the attempt then fails
-            handle.fetched = unrun(WorkStatus.WORKER_LOST, f"not fetched: {_one_line(error)}")
+            handle.returned = unrun(WorkStatus.WORKER_LOST, f"not fetched: {_one_line(error)}")
         finally:
             with self._lock:
                 self._unsettled.pop(handle.key, None)
+                self._live.discard(handle.serial)
+                self._retiring.append(handle)
+            self._publish_now.set()
             self._wake.set()
 
     def _beat_loop(self) -> None:
-        """Publish every ``beat_s``, and at once when a cancel asks; stop when closing."""
+        """Publish every ``beat_s``, and at once when a submit, a cancel or a fetch asks;
+        after each publication that reached the scheduler, have the handles it retired
+        cleaned (on the fetch pool: a slow scheduler must not delay the beat). Stop when
+        closing."""
         while True:
             self._publish_now.wait(self.beat_s)
             self._publish_now.clear()
             if self._stop.is_set():
                 return
-            self._publish()
+            with self._lock:
+                retired, self._retiring = self._retiring, []
+            if not self._publish():
+                with self._lock:
+                    self._retiring[:0] = retired
+            elif retired:
+                with contextlib.suppress(RuntimeError):  # the pool is shut: close cleans them
+                    self._fetcher.submit(self._clean, retired)
 
-    def _publish(self) -> None:
-        """Set the channel to the current beat, cancelled keys and closed flag. A failure
-        (scheduler unreachable) is counted, not raised: the tasks then see silence and the
-        orphan rule stops them; the store's fencing does not depend on the channel."""
+    def _publish(self) -> bool:
+        """Set the channel to the current beat, listed serials, live serials and closed
+        flag; whether it reached the scheduler. A failure (scheduler unreachable) is counted,
+        not raised: the tasks then see silence and the orphan rule stops them; the store's
+        fencing does not depend on the channel."""
         with self._lock:
             state = {
                 "beat": self._beat,
-                "cancelled": sorted(self._cancelled),
+                "listed": self._next_serial,
+                "live": sorted(self._live),
                 "closed": self._closed,
             }
             self._beat += 1
@@ -270,6 +321,24 @@ class DaskExecutor:
             self._variable.set(state)
         except Exception:
             self.publish_failures += 1
+            return False
+        return True
+
+    def _clean(self, handles: list[DaskHandle]) -> None:
+        """Release each handle's future from the cluster (so a lost worker holding its
+        result makes nothing run again) and clear its task's start mark; each handle once.
+        Called only after a publication without their serials reached the scheduler."""
+        from distributed import Event
+
+        for handle in handles:
+            with self._lock:
+                if self._held.pop(handle.key, None) is None:
+                    continue
+            try:
+                handle.future.release()
+                Event(start_mark_name(handle.key), client=self.client).clear()
+            except Exception:  # a mark left set is a few bytes on the scheduler, no danger
+                self.clean_failures += 1
 
 
 def open_dask(scheduler: str | None, workers: int | None, *, orphan_after_s: float) -> DaskExecutor:
