@@ -46,6 +46,12 @@ HOSTILE = {
         with open(os.path.join(out, "weights.bin"), "wb") as handle:
             handle.write(os.urandom(6 * 1024 * 1024))
     """,
+    "loud": """
+        import sys
+        with open(os.path.join(out, "result.json"), "w") as handle:
+            handle.write('{"metrics": {"x": 1}}')
+        sys.stdout.buffer.write(os.urandom(3 * 1024 * 1024).hex().encode())
+    """,
 }
 
 
@@ -107,14 +113,21 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.parametrize(
+    ("mode", "left"),
+    [("large", ("validating",)), ("loud", ("finalizing",))],
+    ids=["observation", "attempt-logs"],
+)
 def test_a_store_disk_that_fills_while_outputs_are_written_stops_the_run_typed(
-    tmp_path: Path, small_disk: Path
+    tmp_path: Path, small_disk: Path, mode: str, left: tuple[str]
 ) -> None:
-    """A real full disk: the store lives on a 4 MiB tmpfs and the worker's 6 MiB output
-    does not fit its stage. The run stops with the store-refused status (3) and one line
-    naming durability_failed; nothing is accepted or failed for it; once the disk is grown,
-    ``run --resume --retry-failed 1`` completes the slot and the store validates."""
-    campaign = hostile_campaign(tmp_path / "c", "large")
+    """A real full disk: the store lives on a 4 MiB tmpfs, and the worker's 6 MiB output
+    does not fit the observation's stage (or its 4 MiB of kept stdout the attempt
+    artifact's, after the observation was registered). The run stops with the
+    store-refused status (3) and one line naming durability_failed; nothing is accepted or
+    failed for it; once the disk is grown, ``run --resume --retry-failed 1`` completes the
+    slot and the store validates."""
+    campaign = hostile_campaign(tmp_path / "c", mode)
     store, scratch = small_disk / "store", tmp_path / "tmp"
     full = run("run", str(campaign), "--store", str(store), "--init", tmpdir=scratch)
     assert full.returncode == 3, full.stderr
@@ -122,7 +135,7 @@ def test_a_store_disk_that_fills_while_outputs_are_written_stops_the_run_typed(
     lines = [line for line in full.stderr.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1 and lines[0].startswith("error: durability_failed: "), full.stderr
     assert "No space left on device" in lines[0]
-    assert rows(store, "SELECT state FROM attempts") == [("validating",)]
+    assert rows(store, "SELECT state FROM attempts") == [left]
     grown = subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=False)
     assert grown.returncode == 0
     resumed = run(
