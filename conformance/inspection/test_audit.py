@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import attrs
+import pytest
 from runstore import RunStore
 from runstore.audit import AuditReport
 from runstore.audit import Divergence
@@ -20,6 +21,7 @@ from runstore.audit import audit
 from runstore.audit.replay import DIVERGENCE_CODES
 from runstore.inspection.snapshot import Snapshot
 from runstore.records import ApplicabilityDecision
+from runstore.store.recovery import recover_tx
 
 from conformance.closed_store import rows
 from conformance.inspection.corrupt_world import edited
@@ -59,6 +61,46 @@ def test_a_store_after_recovery_replays_too(copy: Path) -> None:
         report = store.recover(lambda: 1_700_000_000 * SECOND + 2 * 10**6 * SECOND)
     assert len(report.terminals) == 2
     assert audited(copy).ok
+
+
+@pytest.mark.parametrize(
+    ("step", "calls"),
+    [("failure_document", 0), ("commit_failure", 0), ("commit_failure", 1)],
+    ids=["before-its-failure", "before-its-commit", "second-attempt-before-its-commit"],
+)
+def test_a_recovery_pass_killed_between_its_steps_replays_too(
+    copy: Path, monkeypatch: pytest.MonkeyPatch, step: str, calls: int
+) -> None:
+    """A pass dies between two of its transactions for an attempt (the kill soak found
+    this with SIGKILL): after its move to finalizing and before it built its failure, or
+    after it published its failure object and before the commit (for the attempt it moved,
+    or for the claimed one it did not need to move). A later pass completes it: its own
+    ``Failed(interrupted_attempt)`` (the attempt found finalizing), or the earlier pass's
+    object imported. Both passes did what SPEC 14 says, so the log replays: the earlier
+    pass's move at its own time, the later pass's commit at its."""
+    later = 1_700_000_000 * SECOND + 2 * 10**6 * SECOND
+    original = getattr(recover_tx, step)
+    made: list[object] = []
+
+    def killed(*arguments: object, **keywords: object) -> object:
+        if len(made) == calls:
+            raise KeyboardInterrupt  # the pass dies here
+        made.append(step)
+        return original(*arguments, **keywords)
+
+    with RunStore.open(str(copy)) as store:
+        monkeypatch.setattr(recover_tx, step, killed)
+        with pytest.raises(KeyboardInterrupt):
+            store.recover(lambda: later)
+        monkeypatch.undo()
+        report = store.recover(lambda: later + 3 * SECOND)
+    assert len(report.terminals) == 2 - calls
+    (finished,) = rows(
+        copy, "SELECT count(*) FROM events WHERE kind = 'attempt_finished' AND at_ns >= ?", (later,)
+    )[0]
+    assert finished == 2
+    divergence = audited(copy).divergence
+    assert divergence is None, divergence
 
 
 def test_an_edited_failure_code_is_caught_at_the_attempts_last_event(copy: Path) -> None:

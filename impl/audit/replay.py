@@ -385,12 +385,38 @@ def _finished(replay: Replay, event: StoredEvent) -> None:
     if cause is None:
         raise _fail("event_refused", event, "recovery finalized an owner that was still live")
     item = Recoverable(attempt_id=attempt_id, cause=cause)
-    if interrupted_claims(outcome) is not None:
-        replay.state, _ = interrupted_failure(replay.state, item, commit_ns, [])
+    claims = interrupted_claims(outcome)
+    if claims is not None:
+        moved = replay.recovering.get(attempt_id)
+        if moved is not None and (claims[1] is AttemptState.FINALIZING or moved.at_ns != commit_ns):
+            _moved_by_an_earlier_pass(replay, moved, attempt)
+            attempt = replay.state.attempts[attempt_id]
+        if event.at_ns == commit_ns:  # built and committed by one pass
+            replay.state, _ = interrupted_failure(replay.state, item, commit_ns, [])
+        else:  # an earlier pass built it and died before its commit: imported
+            _imported(replay, event, attempt, outcome, artifact, commit_ns)
         return
     if attempt_id in replay.recovering:
         raise _fail("event_refused", event, "recovery moved it to finalizing but imported")
     _imported(replay, event, attempt, outcome, artifact, commit_ns)
+
+
+def _moved_by_an_earlier_pass(replay: Replay, moved: StoredEvent, attempt: AttemptRow) -> None:
+    """Recovery's deferred move to finalizing, made by a pass that died before its failure
+    committed (SPEC.md section 14.2: a pass may die anywhere; the next completes): the
+    later pass's failure says the attempt was found finalizing, or is committed at another
+    time than the move. The move is replayed at its own time, as that earlier pass made
+    it: the model's interrupted failure at that instant, up to its move."""
+    cause = replay.lost_authority(attempt, moved.at_ns)
+    if cause is None:
+        raise _fail("event_refused", moved, "recovery moved an owner that was still live")
+    trail: list[ModelState] = []
+    interrupted_failure(
+        replay.state, Recoverable(attempt_id=attempt.id, cause=cause), moved.at_ns, trail
+    )
+    if not trail:
+        raise _fail("event_refused", moved, "the model would not have moved it")
+    replay.state = trail[0]
 
 
 def _imported(
