@@ -74,8 +74,9 @@ class WorkStatus(enum.Enum):
     """The command exited but its output directory holds something other than regular
     files and directories (a symbolic link, a device, a socket, a FIFO)."""
     WORKER_LOST = "worker_lost"
-    """No result came back from the machine that ran it: the Dask worker died or the
-    scheduler dropped the task (``detail`` says which). The worker may have run."""
+    """No result came back: the Dask worker died, the scheduler dropped the task or ran it
+    again after losing its result, or the worker's supervisor was killed (``detail`` says
+    which). The worker may have run, never twice."""
 
 
 @attrs.frozen(kw_only=True)
@@ -133,7 +134,7 @@ class WorkHandle(Protocol):
         ...
 
     def cancel(self) -> None:
-        """Kill the worker (its whole process group) if it is still running; idempotent.
+        """Kill the worker (everything it started) if it is still running; idempotent.
         The result is then CANCELLED unless the worker had already finished."""
         ...
 
