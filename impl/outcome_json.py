@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence
-from typing import Any
 from typing import Final
+from typing import TypeVar
 
 import attrs
 from runstore.canonical import JSON
@@ -183,6 +183,9 @@ def outcome_document(
     return encode_built(document)
 
 
+K = TypeVar("K")
+
+
 @attrs.frozen(kw_only=True)
 class OutcomeClaim:
     """What an ``outcome.json`` claims, read back: the attempt it names, the outcome, its
@@ -208,23 +211,25 @@ _DOCUMENT_KEYS: Final = frozenset(
 )
 
 
-def _member(document: dict[str, JSON], key: str, kind: type) -> Any:
+def member(document: dict[str, JSON], key: str, kind: type[K]) -> K:
+    """``document[key]``, which must be exactly of type ``kind`` (``invalid_record``)."""
     value = document.get(key)
     if type(value) is not kind:
         raise InvalidRecordError(f"{key} must be a {kind.__name__}")
+    assert isinstance(value, kind)
     return value
 
 
 def _outcome(entry: dict[str, JSON]) -> TerminalOutcome:
-    state = _member(entry, "state", str)
+    state = member(entry, "state", str)
     shapes: dict[str, tuple[set[str], Callable[[], TerminalOutcome]]] = {
         "accepted": ({"state"}, Accepted),
         "superseded": ({"state"}, Superseded),
-        "censored": ({"state", "reason"}, lambda: Censored(reason=_member(entry, "reason", str))),
+        "censored": ({"state", "reason"}, lambda: Censored(reason=member(entry, "reason", str))),
         "failed": (
             {"state", "failure_code", "details"},
             lambda: Failed(
-                code=_member(entry, "failure_code", str), details=_member(entry, "details", dict)
+                code=member(entry, "failure_code", str), details=member(entry, "details", dict)
             ),
         ),
     }
@@ -237,13 +242,18 @@ def _outcome(entry: dict[str, JSON]) -> TerminalOutcome:
 
 
 def read_outcome(data: bytes) -> OutcomeClaim:
-    """Read the claims of an ``outcome.json`` (SPEC.md section 13): canonical JSON, the
+    """Read the claims of an ``outcome.json``: canonical JSON (the canonical reader's code
+    otherwise), then :func:`outcome_claim`."""
+    return outcome_claim(decode_object(data))
+
+
+def outcome_claim(document: dict[str, JSON]) -> OutcomeClaim:
+    """The claims of a decoded ``outcome.json`` (SPEC.md section 13): the
     document's exact keys, ``run_store_version`` 1, an attempt id, a terminal outcome,
     ``{"role", "artifact": {"id", ...}}`` dependencies whose roles a
     :class:`~runstore.requests.Reference` takes, and a decimal finish time. Refuses anything
-    else with ``invalid_record`` (or the canonical reader's code). It checks shape
-    only: whether the claims are true is the caller's comparison of bytes."""
-    document = decode_object(data)
+    else with ``invalid_record``. It checks shape only: whether the claims are true is the
+    caller's comparison of bytes."""
     if set(document) != _DOCUMENT_KEYS:
         raise InvalidRecordError("not an outcome document: its keys differ")
     if (
@@ -251,15 +261,15 @@ def read_outcome(data: bytes) -> OutcomeClaim:
         or type(document["run_store_version"]) is not int
     ):
         raise InvalidRecordError("run_store_version must be 1")
-    attempt_id = _member(_member(document, "attempt", dict), "id", str)
+    attempt_id = member(member(document, "attempt", dict), "id", str)
     pairs: list[tuple[str, str]] = []
-    for item in _member(document, "dependencies", list):
+    for item in member(document, "dependencies", list):
         if type(item) is not dict or set(item) != {"artifact", "role"}:
             raise InvalidRecordError("a dependency has exactly the keys artifact and role")
-        role = _member(item, "role", str)
-        pairs.append((role, _member(_member(item, "artifact", dict), "id", str)))
-    outcome = _outcome(_member(document, "outcome", dict))
-    finished_at_ns = ns_from_json(_member(document, "finished_at_ns", str))
+        role = member(item, "role", str)
+        pairs.append((role, member(member(item, "artifact", dict), "id", str)))
+    outcome = _outcome(member(document, "outcome", dict))
+    finished_at_ns = ns_from_json(member(document, "finished_at_ns", str))
     # Roles last, after the rest of the document: of several defects, the first in this
     # order is the one reported.
     references = tuple(Reference(role, artifact_id) for role, artifact_id in pairs)

@@ -5,12 +5,15 @@ attempt stranded by the coordinator's own error, never a scratch directory left 
 
 from __future__ import annotations
 
+import io
 import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from runstore.cli import output
 
 from conformance.cli.world import json_lines
 from conformance.cli.world import runstore
@@ -156,3 +159,23 @@ def test_a_store_disk_that_fills_while_outputs_are_written_stops_the_run_typed(
     ]
     checked = run("validate", "--store", str(store), tmpdir=scratch)
     assert checked.returncode == 0, checked.stdout
+
+
+def test_an_error_ending_a_run_on_a_terminal_stops_the_live_bar_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that ends with a store error (the full disk above) has a live bar that no
+    summary will stop: ``close`` stops it, so the error's line lands below the bar instead
+    of under a bar still being redrawn (seen in a terminal before)."""
+    screen = io.StringIO()
+    monkeypatch.setattr(
+        output, "console", lambda stream: Console(file=screen, force_terminal=True, width=80)
+    )
+    reporter = output.ProgressReporter()
+    reporter("campaign", {"campaign": "e2e"})
+    reporter("planned", {"ready": 1, "waiting": 0, "blocked": 0, "satisfied": 0})
+    assert reporter.progress.live.is_started
+    reporter.close()
+    assert not reporter.progress.live.is_started
+    reporter.close()  # idempotent: the app closes after a summary stopped it too
+    assert "e2e" in screen.getvalue()

@@ -156,7 +156,10 @@ def run(
                 options = RunOptions(jobs=width, resume=resume, retry_failed=retry_failed)
                 guarded = output.StopWhenClosed(reporter, reported, stop)
                 with guarded.watching():
-                    summary = run_campaign(opened, loaded, work, options, guarded, stop=stop)
+                    try:
+                        summary = run_campaign(opened, loaded, work, options, guarded, stop=stop)
+                    finally:
+                        reporter.close()
     if guarded.closed:
         _note_closed(reported)
         raise typer.Exit(EXIT_OUTPUT_CLOSED)

@@ -152,6 +152,9 @@ class JsonLines:
     def __call__(self, event: str, fields: dict[str, JSON]) -> None:
         print_json({"event": event, **fields})
 
+    def close(self) -> None:
+        """Nothing to put away: every line is whole once printed."""
+
 
 class ProgressReporter:
     """A run reporter with a live progress bar on a terminal; elsewhere one plain line per
@@ -192,6 +195,11 @@ class ProgressReporter:
         elif event == "stopping":
             self.console.print("stopping: cancelling running workers (Ctrl-C again to abandon)")
         self.progress.update(self.task, running=self.running, failed=self.failed)
+
+    def close(self) -> None:
+        """Stop the live bar (idempotent), so that a run ended by an error prints its one
+        line below the bar, not under a bar still being redrawn."""
+        self.progress.stop()
 
     def _finished(self, fields: dict[str, JSON]) -> None:
         state = fields.get("state", "lease lost")

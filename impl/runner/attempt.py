@@ -394,16 +394,14 @@ def _publish_final(
     files = () if work is None else attempt_files(work, include_outputs=outputs)
     publish = functools.partial(store.publish_finalization, guard, outcome, references)
     try:
-        return patient(lambda: publish(write_files(files), clock), lease_ns)
-    except OutputUnwritable as unwritable:
-        if work is None or not outputs:
-            raise DurabilityError(
-                f"the store cannot hold the attempt's files: {unwritable}"
-            ) from None
-        kept = attempt_files(work, include_outputs=False, omitted=str(unwritable))
-    try:
-        return patient(lambda: publish(write_files(kept), clock), lease_ns)
-    except OutputUnwritable as unwritable:
+        try:
+            return patient(lambda: publish(write_files(files), clock), lease_ns)
+        except OutputUnwritable as unwritable:
+            if work is None or not outputs:
+                raise
+            kept = attempt_files(work, include_outputs=False, omitted=str(unwritable))
+            return patient(lambda: publish(write_files(kept), clock), lease_ns)
+    except OutputUnwritable as unwritable:  # the runtime's own files: the root is too long
         raise DurabilityError(f"the store cannot hold the attempt's files: {unwritable}") from None
 
 

@@ -53,7 +53,7 @@ class LeaseKeeper:
         self.lease_ns, self.clock = lease_ns, clock
         self._lock = threading.Lock()
         self._held: dict[str, Held] = {}
-        self._gaps: list[int] = []
+        self._longest_gap_ns = 0
         self.failure: BaseException | None = None
         """What stopped the background thread (its store could not be opened, or a bug);
         the coordinator raises it."""
@@ -99,7 +99,7 @@ class LeaseKeeper:
         """The longest time between two leases of one attempt taken so far (its
         reservation or a renewal, and the next renewal)."""
         with self._lock:
-            return max(self._gaps, default=0)
+            return self._longest_gap_ns
 
     def renew_due(self, store: RunStore) -> None:
         """Renew every held attempt whose last lease is a third of the lease old, each in
@@ -129,7 +129,7 @@ class LeaseKeeper:
             held = self._held.get(attempt_id)
             if held is None or now_ns <= held.renewed_at_ns:
                 return  # released meanwhile, or renewed by the other caller
-            self._gaps.append(now_ns - held.renewed_at_ns)
+            self._longest_gap_ns = max(self._longest_gap_ns, now_ns - held.renewed_at_ns)
             held.renewed_at_ns = now_ns
             held.expires_at_ns = max(held.expires_at_ns, expires_at_ns)
 

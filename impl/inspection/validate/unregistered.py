@@ -29,7 +29,6 @@ import re
 import sqlite3
 import stat
 from typing import Final
-from typing import TypeVar
 
 import attrs
 from runstore.canonical import JSON
@@ -45,7 +44,8 @@ from runstore.inspection.validate.reading import TERMINAL_VALUES
 from runstore.inspection.validate.reading import Row
 from runstore.inspection.validate.reading import stream
 from runstore.manifest import ManifestFile
-from runstore.outcome_json import read_outcome
+from runstore.outcome_json import member
+from runstore.outcome_json import outcome_claim
 from runstore.store.publication import objects
 from runstore.store.publication.staging import ARTIFACTS_DIR
 
@@ -58,7 +58,6 @@ OUTCOME_LIMIT: Final = 16 << 20
 _ATTEMPT_ADDRESS: Final = re.compile(f"{ArtifactKind.ATTEMPT.value}-[0-9a-f]{{64}}", re.ASCII)
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIRECTORY_FLAGS: Final = _READ_FLAGS | os.O_DIRECTORY
-K = TypeVar("K")
 
 
 @attrs.frozen(kw_only=True)
@@ -271,26 +270,26 @@ def _claims(data: bytes) -> _Claims:
     finalizing revision and start, and the ids of the snapshot's observations and
     selections. Refuses anything else with ``invalid_record`` or the canonical reader's
     code."""
-    claim = read_outcome(data)
     document = decode_object(data)
-    attempt = _member(document, "attempt", dict)
-    snapshot = _member(document, "snapshot", dict)
+    claim = outcome_claim(document)
+    attempt = member(document, "attempt", dict)
+    snapshot = member(document, "snapshot", dict)
     produced = []
     for entry in _entries(snapshot, "produced_observations"):
-        record = _member(entry, "observation", dict)
+        record = member(entry, "observation", dict)
         produced.append(
-            (_member(record, "id", str), _member(_member(entry, "artifact", dict), "id", str))
+            (member(record, "id", str), member(member(entry, "artifact", dict), "id", str))
         )
     selected = []
     for entry in _entries(snapshot, "selected_observations"):
-        record = _member(entry, "observation", dict)
-        selected.append((_member(record, "slot_id", str), _member(record, "id", str)))
+        record = member(entry, "observation", dict)
+        selected.append((member(record, "slot_id", str), member(record, "id", str)))
     return _Claims(
         attempt_id=claim.attempt_id,
-        slot_id=_member(attempt, "slot_id", str),
-        retry_index=_member(attempt, "retry_index", int),
-        finalizing_revision=_member(attempt, "finalizing_revision", int),
-        started_at_ns=ns_from_json(_member(document, "started_at_ns", str)),
+        slot_id=member(attempt, "slot_id", str),
+        retry_index=member(attempt, "retry_index", int),
+        finalizing_revision=member(attempt, "finalizing_revision", int),
+        started_at_ns=ns_from_json(member(document, "started_at_ns", str)),
         finished_at_ns=claim.finished_at_ns,
         dependencies=tuple(sorted({reference.artifact_id for reference in claim.references})),
         produced=tuple(produced),
@@ -305,11 +304,3 @@ def _entries(snapshot: dict[str, JSON], key: str) -> list[dict[str, JSON]]:
     if type(items) is not list or any(type(item) is not dict for item in items):
         raise InvalidRecordError(f"snapshot.{key} must be a list of objects")
     return [item for item in items if isinstance(item, dict)]
-
-
-def _member(document: dict[str, JSON], key: str, kind: type[K]) -> K:
-    value = document.get(key)
-    if type(value) is not kind:
-        raise InvalidRecordError(f"{key} must be a {kind.__name__}")
-    assert isinstance(value, kind)
-    return value
