@@ -31,6 +31,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # Every other module directly in the package root (impl/*.py): values and leaf rules.
     "value": ("runstore.?",),
     "store": ("runstore.store", "runstore.store.*"),
+    "analysis": ("runstore.analysis", "runstore.analysis.*"),
     "inspection": ("runstore.inspection", "runstore.inspection.*"),
     "model": ("runstore.model", "runstore.model.*"),
     "testing values": (
@@ -54,6 +55,7 @@ TESTING = {
     "root",
     "seams",
     "store",
+    "analysis",
     "inspection",
     "model",
     "testing values",
@@ -68,7 +70,9 @@ ALLOWED: dict[str, set[str]] = {
     "root": {"value", "store"},  # the store only lazily (PEP 562), for RunStore itself
     "store": {"value", "seams", "store"},
     # The inspection reader reads a private copy through the store's schema check.
-    "inspection": {"value", "seams", "store", "inspection"},
+    "inspection": {"value", "seams", "store", "analysis", "inspection"},
+    # Statistics: pure functions of numbers (no store, no files).
+    "analysis": {"value", "analysis"},
     "model": {"value", "model"},
     "testing values": {"value", "testing values"},
     "testing": TESTING,
@@ -76,12 +80,12 @@ ALLOWED: dict[str, set[str]] = {
     "crashsim": TESTING | {"crashsim"},
     "runner": {"value", "store", "runner"},
     # The audit is the one runtime user of the model (it replays the event log through it).
-    "audit": {"value", "store", "inspection", "model", "audit"},
-    "cli": {"value", "store", "inspection", "runner", "audit", "cli"},
+    "audit": {"value", "store", "analysis", "inspection", "model", "audit"},
+    "cli": {"value", "store", "analysis", "inspection", "runner", "audit", "cli"},
 }
 """Layer -> the layers it may import (itself included where listed)."""
 
-PURE_LAYERS = ("value", "model", "testing values")
+PURE_LAYERS = ("value", "analysis", "model", "testing values")
 PURE_IMPORTS = frozenset(
     {
         "__future__",

@@ -365,22 +365,16 @@ REFUSALS: list[tuple[str, list[tuple[tuple[Any, ...], Any]], str, str]] = [
     ("env value int", [((*CANDIDATE, "env"), {"A": 1})], "candidates[0].env.A", "must be a string"),
     ("env value NUL", [((*CANDIDATE, "env"), {"A": "\x00"})], "candidates[0].env.A", "control"),
     (
-        "float parameter",
-        [((*PROBLEM, "parameters"), {"rate": Raw("0.5")})],
-        "problems[0].parameters.rate",
-        'floats are not allowed (write "0.5" as a string)',
-    ),
-    (
-        "nested float",
-        [((*PROBLEM, "parameters"), {"a": {"b": [1, Raw("1e3")]}})],
-        "problems[0].parameters.a.b[1]",
-        "floats are not allowed",
-    ),
-    (
         "inf parameter",
         [((*PROBLEM, "parameters"), {"x": Raw("inf")})],
         "problems[0].parameters.x",
-        "floats",
+        "inf is not a finite number",
+    ),
+    (
+        "nested nan",
+        [((*PROBLEM, "parameters"), {"a": {"b": [1, Raw("-nan")]}})],
+        "problems[0].parameters.a.b[1]",
+        "-nan is not a finite number",
     ),
     (
         "datetime parameter",

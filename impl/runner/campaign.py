@@ -47,6 +47,17 @@ class Candidate:
     files: tuple[InputFile, ...]
     applies_to: tuple[str, ...] | None
     timeout_ns: int | None
+    parameters_json: bytes = attrs.field(default=b"{}", repr=False)
+    """The candidate's own parameters (a canonical JSON object; ``{}`` without any): a grid
+    member's values, given to the worker as ``RUNSTORE_CANDIDATE_PARAMETERS``."""
+    repetitions: int | None = None
+    """This candidate's repetitions (None: the campaign's)."""
+    warmup: bool | None = None
+    """Whether this candidate's pairs get a warm-up slot (None: the campaign's setting)."""
+
+    @property
+    def parameters(self) -> dict[str, JSON]:
+        return decode_object(self.parameters_json)
 
 
 @attrs.frozen(kw_only=True)
@@ -80,3 +91,30 @@ class Campaign:
     problems: tuple[Problem, ...]
     checkpoints: int | None = None
     warmup: bool = False
+    repetitions: int = 1
+    """Measurement slots per candidate x problem pair (a candidate may override it)."""
+    seed: int = 0
+    """Seeds the interleaved order in which repetitions run (not identity)."""
+    packages: tuple[str, ...] = ()
+    """Distribution names whose versions each attempt's environment artifact records."""
+    metrics: tuple[MetricDeclaration, ...] = ()
+    """The ``[metrics]`` table: each declared metric's direction, unit and threshold."""
+
+
+@attrs.frozen(kw_only=True)
+class MetricDeclaration:
+    """One metric of the ``[metrics]`` table: which way is better (``lower`` or
+    ``higher``), its unit (``""`` when none is given) and the relative spread
+    (MAD / median) above which its statistics are flagged unstable (None: no threshold),
+    kept as its exact shortest decimal text."""
+
+    name: str
+    direction: str
+    unit: str = ""
+    threshold: str | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        declared: dict[str, JSON] = {"direction": self.direction, "unit": self.unit}
+        if self.threshold is not None:
+            declared["threshold"] = self.threshold
+        return declared

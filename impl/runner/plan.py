@@ -9,6 +9,7 @@ them never conflicts.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import attrs
@@ -23,6 +24,7 @@ from runstore.records import ResolvedRun
 from runstore.runner.campaign import Campaign
 from runstore.runner.campaign import Candidate
 from runstore.runner.campaign import InputFile
+from runstore.runner.campaign import MetricDeclaration
 from runstore.runner.campaign import Problem
 from runstore.runner.campaign import SlotKind
 from runstore.store.coordinator_reads import Registered
@@ -47,6 +49,10 @@ class SlotPlan:
     observation_slots: tuple[ObservationSlot, ...]
     timeout_ns: int
     requires: str | None = None
+    repetition: int = 0
+    """Which repetition of its pair a measurement slot is (0 for a warm-up)."""
+    packages: tuple[str, ...] = ()
+    """The campaign's ``packages``: whose versions the attempt's environment records."""
 
     @property
     def label(self) -> str:
@@ -60,14 +66,59 @@ def candidate_id(campaign: Campaign, candidate: Candidate) -> str:
 
 
 def plan(campaign: Campaign) -> tuple[SlotPlan, ...]:
-    """Every pair, candidates in file order, each with the problems in file order; a
-    pair's warm-up slot comes before its measurement slot."""
-    return tuple(
-        slot
+    """Every pair's slots in the order a run starts them (SPEC.md section 15.2, "Order").
+
+    Without repetitions (every candidate has one): candidates in file order, each with
+    the problems in file order, a pair's warm-up slot before its measurement slot. With
+    repetitions: round by round (round ``r`` holds every pair's repetition ``r``), within
+    a round the problems in file order and, for each, the candidates in the seeded order
+    of :func:`interleaved`; a pair's warm-up slot comes just before its repetition 0."""
+    pairs = {
+        (candidate.name, problem.name): _plan_pair(campaign, candidate, problem)
         for candidate in campaign.candidates
         for problem in campaign.problems
-        for slot in _plan_pair(campaign, candidate, problem)
-    )
+    }
+    if all(repetitions(campaign, candidate) == 1 for candidate in campaign.candidates):
+        return tuple(slot for slots in pairs.values() for slot in slots)
+    rounds = max(repetitions(campaign, candidate) for candidate in campaign.candidates)
+    ordered: list[SlotPlan] = []
+    for round_index in range(rounds):
+        for problem in campaign.problems:
+            for candidate in interleaved(campaign, round_index, problem):
+                slots = pairs[candidate.name, problem.name]
+                ordered.extend(
+                    slot
+                    for slot in slots
+                    if slot.repetition == round_index and (round_index == 0 or not _is_warmup(slot))
+                )
+    return tuple(ordered)
+
+
+def interleaved(campaign: Campaign, round_index: int, problem: Problem) -> list[Candidate]:
+    """The candidates of one round on one problem, ordered by the SHA-256 of
+    ``"<seed>/<round>/<problem>/<candidate>"`` (UTF-8, hex digests compared as text), so
+    the order is seeded, recorded by the seed, and differs from round to round."""
+
+    def key(candidate: Candidate) -> str:
+        text = f"{campaign.seed}/{round_index}/{problem.name}/{candidate.name}"
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    return sorted(campaign.candidates, key=key)
+
+
+def repetitions(campaign: Campaign, candidate: Candidate) -> int:
+    """How many measurement slots each of ``candidate``'s pairs has."""
+    return campaign.repetitions if candidate.repetitions is None else candidate.repetitions
+
+
+def _is_warmup(slot: SlotPlan) -> bool:
+    return slot.attempt_slot is not None and slot.attempt_slot.role is SlotRole.WARMUP
+
+
+def measurement_slot_name(repetition: int) -> str:
+    """``measurement`` for repetition 0 (the slot a campaign without repetitions has),
+    ``measurement-<r>`` for the others."""
+    return ATTEMPT_SLOT_NAME if repetition == 0 else f"{ATTEMPT_SLOT_NAME}-{repetition}"
 
 
 def _plan_pair(campaign: Campaign, candidate: Candidate, problem: Problem) -> tuple[SlotPlan, ...]:
@@ -87,6 +138,7 @@ def _plan_pair(campaign: Campaign, candidate: Candidate, problem: Problem) -> tu
         attempt_slot=None,
         observation_slots=(),
         timeout_ns=timeout_ns,
+        packages=campaign.packages,
     )
     if not applicable:
         return (excluded,)
@@ -94,18 +146,11 @@ def _plan_pair(campaign: Campaign, candidate: Candidate, problem: Problem) -> tu
         decision_id=decision.id,
         candidate_id=decision.candidate_id,
         logical_spec_id=f"{campaign.name}/{candidate.name}/{problem.name}",
-        specification=run_specification(candidate, problem),
-    )
-    measurement = AttemptSlot(
-        run_id=run.id,
-        logical_slot=ATTEMPT_SLOT_NAME,
-        execution_kind=_EXECUTION_KINDS[campaign.slot_kind],
-        role=SlotRole.MEASUREMENT,
-        specification={},
+        specification=run_specification(candidate, problem, campaign.metrics),
     )
     plans = []
     requires = None
-    if campaign.warmup:
+    if campaign.warmup if candidate.warmup is None else candidate.warmup:
         warmup = AttemptSlot(
             run_id=run.id,
             logical_slot=WARMUP_SLOT_NAME,
@@ -115,15 +160,24 @@ def _plan_pair(campaign: Campaign, candidate: Candidate, problem: Problem) -> tu
         )
         requires = warmup.id
         plans.append(attrs.evolve(excluded, run=run, attempt_slot=warmup))
-    plans.append(
-        attrs.evolve(
-            excluded,
-            run=run,
-            attempt_slot=measurement,
-            observation_slots=_observation_slots(campaign, run, measurement),
-            requires=requires,
+    for repetition in range(repetitions(campaign, candidate)):
+        measurement = AttemptSlot(
+            run_id=run.id,
+            logical_slot=measurement_slot_name(repetition),
+            execution_kind=_EXECUTION_KINDS[campaign.slot_kind],
+            role=SlotRole.MEASUREMENT,
+            specification={} if repetition == 0 else {"repetition": repetition},
         )
-    )
+        plans.append(
+            attrs.evolve(
+                excluded,
+                run=run,
+                attempt_slot=measurement,
+                observation_slots=_observation_slots(campaign, run, measurement, repetition),
+                requires=requires,
+                repetition=repetition,
+            )
+        )
     return tuple(plans)
 
 
@@ -135,14 +189,16 @@ _EXECUTION_KINDS = {
 
 
 def _observation_slots(
-    campaign: Campaign, run: ResolvedRun, measurement: AttemptSlot
+    campaign: Campaign, run: ResolvedRun, measurement: AttemptSlot, repetition: int
 ) -> tuple[ObservationSlot, ...]:
-    """One result slot, or a stream's checkpoint slots ``checkpoint-<i>``."""
+    """One result slot, or a stream's checkpoint slots ``checkpoint-<i>``; a repetition
+    ``r`` other than 0 suffixes each name with ``-<r>``."""
+    suffix = "" if repetition == 0 else f"-{repetition}"
     if campaign.slot_kind is not SlotKind.STREAM:
         return (
             ObservationSlot(
                 run_id=run.id,
-                logical_slot=RESULT_SLOT_NAME,
+                logical_slot=RESULT_SLOT_NAME + suffix,
                 kind=ObservationSlotKind.RESULT,
                 checkpoint_index=None,
                 attempt_slot_id=measurement.id,
@@ -152,7 +208,7 @@ def _observation_slots(
     return tuple(
         ObservationSlot(
             run_id=run.id,
-            logical_slot=f"checkpoint-{index}",
+            logical_slot=f"checkpoint-{index}{suffix}",
             kind=ObservationSlotKind.CHECKPOINT,
             checkpoint_index=index,
             attempt_slot_id=measurement.id,
@@ -172,9 +228,14 @@ def _applicability(candidate: Candidate, problem: Problem) -> tuple[bool, dict[s
     }
 
 
-def run_specification(candidate: Candidate, problem: Problem) -> dict[str, JSON]:
-    """What the run computes: the command, environment, files (by digest) and parameters."""
-    return {
+def run_specification(
+    candidate: Candidate, problem: Problem, metrics: Sequence[MetricDeclaration] = ()
+) -> dict[str, JSON]:
+    """What the run computes: the command, environment, files (by digest) and parameters;
+    ``candidate_parameters`` only when the candidate has any, and ``metrics`` (the declared
+    metrics) only when the campaign declares some, so a campaign file without them keeps
+    the identities it always had."""
+    specification: dict[str, JSON] = {
         "candidate": candidate.name,
         "command": list(candidate.command),
         "env": dict(candidate.env),
@@ -182,6 +243,11 @@ def run_specification(candidate: Candidate, problem: Problem) -> dict[str, JSON]
         "parameters": problem.parameters,
         "problem": problem.name,
     }
+    if candidate.parameters:
+        specification["candidate_parameters"] = candidate.parameters
+    if metrics:
+        specification["metrics"] = {metric.name: metric.to_json() for metric in metrics}
+    return specification
 
 
 def _files(files: Sequence[InputFile]) -> dict[str, JSON]:

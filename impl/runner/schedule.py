@@ -12,7 +12,7 @@ acceptance.
 
 from __future__ import annotations
 
-import collections
+import heapq
 from collections.abc import Sequence
 
 import attrs
@@ -45,7 +45,11 @@ class Schedule:
 
     def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy
-        self.ready: collections.deque[tuple[SlotPlan, RetryAuthorization]] = collections.deque()
+        # Ready slots by their position in the plan, so a measurement that waited for its
+        # warm-up, or a retried slot, runs in its planned place (the interleaved order).
+        self.ready: list[tuple[int, int, SlotPlan, RetryAuthorization]] = []
+        self.position: dict[str, int] = {}
+        self._pushed = 0
         self.waiting: list[Waiting] = []
         self.waited: set[str] = set()
         self.satisfied = 0
@@ -58,6 +62,7 @@ class Schedule:
         cls, slots: Sequence[SlotPlan], store: RunStore, policy: RetryPolicy, now_ns: int
     ) -> Schedule:
         schedule = cls(policy)
+        schedule.position = {_slot_id(slot): index for index, slot in enumerate(slots)}
         progress = store.slot_progress([_slot_id(slot) for slot in slots])
         schedule.accepted = {slot_id for slot_id, found in progress.items() if found.accepted}
         for slot in slots:
@@ -83,9 +88,14 @@ class Schedule:
     def _enqueue(self, slot: SlotPlan, authorization: RetryAuthorization) -> None:
         """Ready, unless its warm-up is not accepted yet (then it waits for it)."""
         if slot.requires is None or slot.requires in self.accepted:
-            self.ready.append((slot, authorization))
+            self._push(slot, authorization)
         else:
             self.blocked.setdefault(slot.requires, []).append((slot, authorization))
+
+    def _push(self, slot: SlotPlan, authorization: RetryAuthorization) -> None:
+        self._pushed += 1
+        position = self.position.get(_slot_id(slot), len(self.position))
+        heapq.heappush(self.ready, (position, self._pushed, slot, authorization))
 
     def _retry(self, slot: SlotPlan, next_index: int) -> None:
         bound = self.policy.retry_failed
@@ -103,7 +113,8 @@ class Schedule:
     def accepted_now(self, slot_id: str) -> None:
         """An attempt of ``slot_id`` was accepted in this run: what waited for it is ready."""
         self.accepted.add(slot_id)
-        self.ready.extend(self.blocked.pop(slot_id, ()))
+        for slot, authorization in self.blocked.pop(slot_id, ()):
+            self._push(slot, authorization)
 
     def leftover(self) -> dict[str, str]:
         """Every slot left unsatisfied without another attempt, with why."""
@@ -117,7 +128,7 @@ class Schedule:
     def next_ready(self) -> tuple[SlotPlan, RetryAuthorization] | None:
         if not self.ready:
             return None
-        slot, authorization = self.ready.popleft()
+        _position, _pushed, slot, authorization = heapq.heappop(self.ready)
         self.left.pop(slot.label, None)
         return slot, authorization
 
