@@ -332,3 +332,10 @@ class ExecutorUnavailableError(RunStoreError):
     runs another version of runstore. Nothing was registered or started."""
 
     code = "executor_unavailable"
+
+
+class ComparisonInvalidError(RunStoreError):
+    """A comparison cannot be made as asked: its campaign, baseline or metric names
+    nothing the store holds, or the campaign is ambiguous. The message lists what exists."""
+
+    code = "comparison_invalid"

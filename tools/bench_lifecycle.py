@@ -7,7 +7,10 @@ registers a campaign: one read of what is already registered, then each slot's r
 one-shot measurement slots, one problem, no input files), ``attempt.start`` (reserve,
 advance to executing) and ``attempt.finish`` with the ``WorkResult`` a worker that only wrote
 ``result.json`` gives (exit 0, empty logs, a ``result.json`` distinct per lifecycle so
-that every observation artifact is a new object): validating, ``publish_artifact`` of the
+that every observation artifact is a new object, and no environment document: a run
+publishes its environment artifact once, at its first attempt, and a later attempt adds
+only its ``environment`` reference row, which this mix leaves out; SPEC.md section 15.4,
+"What one accepted result costs"): validating, ``publish_artifact`` of the
 observation, ``begin_finalization``, ``register_observation``, ``publish_finalization`` of
 ``Accepted`` with the attempt artifact. ``--path run_campaign`` instead runs each one-slot
 campaign through ``coordinator.run_campaign`` with an executor whose handles are done at

@@ -105,7 +105,7 @@ def test_status_and_explain_refuse_cleanly_and_change_nothing(
     assert not (tmp_path / "absent").exists()
     assert sorted(path.name for path in finished.iterdir()) == before
     plain = runstore("status", "--store", str(finished))
-    assert "by candidate" in plain.stdout and "accepted results" in plain.stdout
+    assert "by candidate" in plain.stdout and "results (median ± MAD)" in plain.stdout
 
 
 def test_status_reads_a_store_while_a_campaign_runs(tmp_path: Path) -> None:

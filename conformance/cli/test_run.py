@@ -61,8 +61,9 @@ def test_a_stream_campaign_with_warmups_runs_to_completion(tmp_path: Path) -> No
     )
     assert query(store, "SELECT count(*) FROM selected_observations") == [(6,)]
     shown = runstore("status", "--store", str(store)).stdout
-    results = shown.split("accepted results")[1].split("total")[0]
-    assert results.count(" s ") == 2  # the two measurements, not the warm-ups
+    results = shown.split("results (median ± MAD)")[1].split("total")[0]
+    assert results.count(" s ") == 2  # one row per pair, the warm-ups not counted
+    assert " 1/1 " in results
 
 
 def test_failing_hanging_invalid_and_silent_workers_get_their_outcomes(tmp_path: Path) -> None:

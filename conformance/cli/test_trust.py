@@ -53,7 +53,8 @@ def test_validate_and_audit_pass_on_the_demo_campaign(demo: Path) -> None:
     assert ": ok; checked " in validated.stdout and "28 attempts" in validated.stdout
     document = json.loads(runstore("validate", "--store", str(demo), "--json", "--quick").stdout)
     assert (document["ok"], document["quick"], document["findings"]) == (True, True, [])
-    assert document["checked"]["artifacts"] == 56
+    # 28 attempt artifacts, 28 observations and the run's one environment artifact
+    assert document["checked"]["artifacts"] == 57
     audited = runstore("audit", "--store", str(demo), "--json")
     assert audited.returncode == 0, audited.stdout
     report = json.loads(audited.stdout)

@@ -113,6 +113,7 @@ def test_a_second_run_of_a_finished_campaign_runs_and_registers_nothing(root: st
         "ready": 0,
         "satisfied": 4,
         "waiting": 0,
+        "seed": 0,
     }
     assert (summary.satisfied, summary.accepted) == (4, 0)
     assert rows(root, "SELECT count(*) FROM events") == before

@@ -29,6 +29,7 @@ from rich.table import Table
 from runstore.canonical import JSON
 from runstore.cli import output
 from runstore.cli import render
+from runstore.errors import ComparisonInvalidError
 from runstore.errors import RunStoreError
 
 EXIT_OK = 0
@@ -44,6 +45,7 @@ it); the run stopped as on SIGINT."""
 EXIT_BY_CODE = {
     "campaign_invalid": EXIT_USAGE,
     "executor_unavailable": EXIT_USAGE,
+    "comparison_invalid": EXIT_USAGE,
     "registration_conflict": EXIT_CONFLICT,
 }
 """Error codes with their own exit status; every other store refusal exits 3."""
@@ -193,14 +195,84 @@ def status(
     ] = None,
     as_json: Json = False,
 ) -> None:
-    """Counts by state per candidate and per problem, and the accepted results' metrics,
-    read from a private copy of the store."""
+    """Counts by state per candidate and per problem, and each pair's metrics as median ±
+    MAD over its accepted repetitions, read from a private copy of the store."""
+    from runstore.cli import render_status
     from runstore.inspection.reader import status as read_status
+    from runstore.inspection.results import StatusView
+    from runstore.inspection.results import pair_results
     from runstore.inspection.snapshot import Snapshot
 
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
-        report = read_status(snapshot, campaign=campaign)
-    _document_or_tables(report, render.status_tables, as_json=as_json)
+        view = StatusView(
+            report=read_status(snapshot, campaign=campaign),
+            results=pair_results(snapshot.connection, campaign=campaign),
+        )
+    if as_json:
+        output.print_json(view.to_json())
+        return
+    width = output.console(sys.stdout).width
+    tables, lines = render_status.status_tables(view.to_json(), width)
+    output.print_tables(tables)
+    for line in lines:
+        typer.echo(line)
+
+
+@app.command(
+    epilog="Examples:\n\n  runstore compare --store /tmp/codecs --baseline zlib-6\n\n"
+    "  runstore compare --store S --campaign after --baseline-campaign before --metric time_s"
+)
+def compare(
+    store: Store,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="The candidate every other one is compared with."),
+    ] = None,
+    baseline_campaign: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline-campaign",
+            help="Compare each pair with the same candidate and problem of this campaign.",
+        ),
+    ] = None,
+    campaign: Annotated[
+        str | None,
+        typer.Option("--campaign", help="The campaign compared (needed when there are several)."),
+    ] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option("--metric", help="Only this metric (repeatable); default every metric."),
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Each candidate against a baseline, per problem and metric: the ratio with a 95%
+    interval and a significance verdict, in words."""
+    from runstore.cli import render_compare
+    from runstore.inspection import comparison
+    from runstore.inspection.results import pair_results
+    from runstore.inspection.snapshot import Snapshot
+
+    with _errors(as_json):
+        if (baseline is None) == (baseline_campaign is None):
+            raise ComparisonInvalidError("give exactly one of --baseline or --baseline-campaign")
+        with Snapshot.take(os.path.abspath(store)) as snapshot:
+            results = pair_results(snapshot.connection)
+        if baseline is not None:
+            report = comparison.against_candidate(
+                results, campaign=campaign, baseline=baseline, metrics=metric
+            )
+        else:
+            assert baseline_campaign is not None
+            report = comparison.against_campaign(
+                results, campaign=campaign, baseline_campaign=baseline_campaign, metrics=metric
+            )
+    if as_json:
+        output.print_json(report.to_json())
+        return
+    tables, lines = render_compare.compare_tables(report.to_json())
+    output.print_tables(tables)
+    for line in lines:
+        typer.echo(line)
 
 
 @app.command(epilog="Example:\n\n  runstore explain codecs/zlib-6/text --store /tmp/codecs")

@@ -1,5 +1,6 @@
-"""Human-readable tables and lines for the reading commands (``status``, ``explain``,
-``validate``, ``audit``) and for ``recover``, and ``recover``'s ``--json`` summary.
+"""Human-readable tables and lines for the reading commands (``explain``, ``validate``,
+``audit``; ``status`` is :mod:`runstore.cli.render_status`'s) and for ``recover``, and
+``recover``'s ``--json`` summary.
 
 Rules of this file: rendering only, from the reader's JSON documents (the same ones
 ``--json`` prints), so the tables can never show something ``--json`` does not.
@@ -16,8 +17,6 @@ from typing import Protocol
 from rich.table import Table
 from runstore.cli.output import table
 
-STATES = ("pending", "running", "accepted", "failed", "interrupted", "censored", "superseded")
-
 
 class Documented(Protocol):
     def to_json(self) -> Any: ...
@@ -25,58 +24,6 @@ class Documented(Protocol):
 
 class Counted(Protocol):
     def counts(self) -> dict[str, int]: ...
-
-
-def status_tables(report: Documented) -> list[Table]:
-    document = report.to_json()
-    tables = [
-        _counts("by candidate", "candidate", document["by_candidate"]),
-        _counts("by problem", "problem", document["by_problem"]),
-    ]
-    accepted = [  # a warm-up's acceptance carries no result
-        slot
-        for slot in document["slots"]
-        if slot["state"] == "accepted" and slot["role"] != "warmup"
-    ]
-    names = sorted({name for slot in accepted for name in slot["metrics"]})
-    if accepted:
-        rows = [
-            [
-                _short(slot["candidate_id"]),
-                _short(slot["problem_id"]),
-                *(_number(slot["metrics"].get(name, "")) for name in names),
-            ]
-            for slot in accepted
-        ]
-        tables.append(table("accepted results", ["candidate", "problem", *names], rows))
-    totals = document["totals"]
-    tables.append(
-        table(
-            "total",
-            list(STATES),
-            [[totals.get(state, 0) for state in STATES]],
-        )
-    )
-    return tables
-
-
-def _counts(title: str, label: str, counts: Mapping[str, Mapping[str, int]]) -> Table:
-    rows = [
-        [_short(name), *(by_state.get(state, 0) for state in STATES)]
-        for name, by_state in sorted(counts.items())
-    ]
-    return table(title, [label, *STATES], rows)
-
-
-def _number(text: str) -> str:
-    """A metric for the eye: integers as stored, other numbers to 4 significant digits
-    (``--json`` keeps the exact decimal strings)."""
-    if text.lstrip("-").isdigit():
-        return text
-    try:
-        return f"{float(text):.4g}"
-    except ValueError:
-        return text
 
 
 def _short(identifier: str) -> str:
@@ -101,11 +48,51 @@ def explain_tables(explanation: Documented) -> list[Table]:
             if not isinstance(value, list | dict) or key == "details"
         ]
         tables.append(table(f"attempt {item['retry_index']}", ["field", "value"], fields))
+        if item.get("environment"):
+            lines = _environment_rows(item["environment"])
+            tables.append(
+                table(f"attempt {item['retry_index']} environment", ["field", "value"], lines)
+            )
         for key in ("transitions", "events", "leases", "artifacts", "observations"):
             rows = item.get(key) or []
             if rows:
                 tables.append(_rows(f"attempt {item['retry_index']} {key}", rows))
     return tables
+
+
+def _environment_rows(environment: Mapping[str, Any]) -> list[list[str]]:
+    """An attempt's environment, a line per aspect: host, CPU, OS, Python, runstore,
+    executor (and Dask worker), packages, artifact; a document that could not be read
+    is its problem."""
+    document = environment.get("document")
+    artifact = ["artifact", _cell(environment.get("artifact_id"))]
+    if not isinstance(document, dict):
+        return [["problem", _cell(environment.get("problem"))], artifact]
+
+    def part(key: str) -> dict[str, Any]:
+        value = document.get(key)
+        return value if isinstance(value, dict) else {}
+
+    def joined(*values: object, sep: str = " ") -> str:
+        return sep.join(str(value) for value in values if value not in (None, ""))
+
+    cpu, system, python = part("cpu"), part("os"), part("python")
+    cores = joined(f"{cpu.get('count')} cores", f"{cpu.get('affinity')} usable", sep=", ")
+    worker = document.get("worker")
+    packages = ", ".join(
+        f"{name} {'not installed' if version is None else version}"
+        for name, version in sorted(part("packages").items())
+    )
+    return [
+        ["host", _cell(document.get("host"))],
+        ["cpu", joined(cpu.get("model"), f"({cores})")],
+        ["os", joined(system.get("name"), "/", system.get("system"), system.get("release"))],
+        ["python", joined(python.get("implementation"), python.get("executable"))],
+        ["runstore", _cell(document.get("runstore"))],
+        ["executor", joined(document.get("executor"), worker and f"worker {worker}")],
+        ["packages", packages],
+        artifact,
+    ]
 
 
 def _rows(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:

@@ -4,7 +4,10 @@ Rules of this file: reads only, on a snapshot's private copy, a fixed number of 
 explanation (each over all of the slot's attempts at once; the event log has no index by
 attempt, so it is scanned once). Owner tokens are never read: a lease is shown by its id,
 purpose, fencing token, times, staging path and the artifacts it roots. Records are shown from their
-``record_json`` as stored; timestamps are integer nanoseconds, in Python and in JSON.
+``record_json`` as stored; timestamps are integer nanoseconds, in Python and in JSON. The
+one thing read from the store's files is each attempt's environment document, from its
+``environment`` artifact after that artifact verified against its registration (plain
+reads, following no link; a failure is shown as the environment's ``problem``).
 
 A target names one slot: an attempt slot id (``attempt-slot:v1:...``); an attempt id
 (``attempt:v1:...``: its slot, with that attempt marked ``highlighted``); or a logical spec
@@ -15,7 +18,10 @@ named as ``<logical spec id>/<logical slot>`` instead. Anything else is ``unknow
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import sqlite3
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -27,14 +33,23 @@ from typing import cast
 import attrs
 from runstore import sql
 from runstore.canonical import JSON
+from runstore.canonical import decode_object
+from runstore.errors import RunStoreError
 from runstore.errors import UnknownSlotError
 from runstore.inspection.reader import SlotSummary
 from runstore.inspection.reader import summarize
 from runstore.inspection.snapshot import Snapshot
+from runstore.store.publication import objects
 
 T = TypeVar("T")
 SLOT_PREFIX: Final = "attempt-slot:v1:"
 ATTEMPT_PREFIX: Final = "attempt:v1:"
+ENVIRONMENT_ROLE: Final = "environment"
+ENVIRONMENT_FILE: Final = "environment.json"
+"""The runner's role and file name for an attempt's environment (``runstore.runner
+.environment``, which inspection may not import; a test checks that they agree)."""
+MAX_ENVIRONMENT_BYTES: Final = 1 << 20
+_ARTIFACT_PATH: Final = re.compile(r"artifacts/[a-z_]+-[0-9a-f]{64}")
 
 
 def _object(text: str) -> dict[str, JSON]:
@@ -126,6 +141,16 @@ class ObservationInfo:
 
 
 @attrs.frozen(kw_only=True)
+class EnvironmentInfo:
+    """An attempt's ``environment`` reference: its artifact id and the document read from
+    the verified artifact, or None with ``problem`` saying why it could not be read."""
+
+    artifact_id: str
+    document: dict[str, JSON] | None
+    problem: str | None
+
+
+@attrs.frozen(kw_only=True)
 class AttemptInfo:
     id: str
     retry_index: int
@@ -145,6 +170,7 @@ class AttemptInfo:
     leases: tuple[Lease, ...]
     artifacts: tuple[Reference, ...]
     observations: tuple[ObservationInfo, ...]
+    environment: EnvironmentInfo | None
 
 
 @attrs.frozen
@@ -262,7 +288,7 @@ def explain(snapshot: Snapshot, target: str) -> Explanation:
             (slot_id,),
         )
     )
-    attempts = _attempts(connection, slot_id, highlighted)
+    attempts = _attempts(connection, slot_id, highlighted, snapshot.root)
     return Explanation(
         slot=summary,
         decision=decision,
@@ -283,7 +309,7 @@ def _grouped(rows: Sequence[sql.Row], make: Callable[..., T]) -> dict[str, tuple
 
 
 def _attempts(
-    connection: sqlite3.Connection, slot_id: str, highlighted: str | None
+    connection: sqlite3.Connection, slot_id: str, highlighted: str | None, root: str
 ) -> tuple[AttemptInfo, ...]:
     rows = sql.execute(
         connection,
@@ -373,6 +399,16 @@ def _attempts(
     claim_query = "SELECT attempt_id FROM finalization_claims WHERE slot_id = ?"
     claims = {str(row[0]) for row in select(claim_query, [slot_id])}
 
+    environments: dict[str, EnvironmentInfo] = {}  # attempts of a run mostly share one
+
+    def environment(references: tuple[Reference, ...]) -> EnvironmentInfo | None:
+        found = next((r.artifact for r in references if r.role == ENVIRONMENT_ROLE), None)
+        if found is None:
+            return None
+        if found.id not in environments:
+            environments[found.id] = _environment(root, found)
+        return environments[found.id]
+
     infos: list[AttemptInfo] = []
     for row in rows:
         attempt_id, index, state, revision, started, updated, finished = row[:7]
@@ -398,6 +434,41 @@ def _attempts(
                 leases=leases.get(attempt_id, ()),
                 artifacts=attempt_refs.get(attempt_id, ()),
                 observations=produced.get(attempt_id, ()),
+                environment=environment(attempt_refs.get(attempt_id, ())),
             )
         )
     return tuple(infos)
+
+
+def _environment(root: str, artifact: ArtifactInfo) -> EnvironmentInfo:
+    """The environment ``artifact`` with its document, or the reason it could not be read."""
+    try:
+        document = _read_environment(root, artifact)
+    except (RunStoreError, OSError, ValueError) as error:
+        problem = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+        return EnvironmentInfo(artifact_id=artifact.id, document=None, problem=problem)
+    return EnvironmentInfo(artifact_id=artifact.id, document=document, problem=None)
+
+
+def _read_environment(root: str, artifact: ArtifactInfo) -> dict[str, JSON]:
+    """The document of an environment artifact: the artifact must verify against its
+    registration and hold ``environment.json`` alone (at most 1 MiB), whose bytes, read
+    following no link, must still have the digest its manifest lists."""
+    if artifact.kind != ENVIRONMENT_ROLE or not _ARTIFACT_PATH.fullmatch(artifact.path):
+        raise ValueError(f"a {artifact.kind:.40} artifact at {artifact.path!r:.120}")
+    directory = os.path.join(root, artifact.path)
+    completed = objects.verify(directory, sync=False)
+    registered = (artifact.content_sha256, artifact.manifest_sha256)
+    if (completed.tree_sha256, completed.manifest_sha256) != registered:
+        raise ValueError("the artifact does not match its registration")
+    if [file.path for file in completed.files] != [ENVIRONMENT_FILE]:
+        raise ValueError(f"the artifact does not hold {ENVIRONMENT_FILE} alone")
+    (listed,) = completed.files
+    if listed.size_bytes > MAX_ENVIRONMENT_BYTES:
+        raise ValueError(f"{ENVIRONMENT_FILE} is larger than {MAX_ENVIRONMENT_BYTES} bytes")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    with open(os.open(os.path.join(directory, ENVIRONMENT_FILE), flags), "rb") as handle:
+        data = handle.read(listed.size_bytes + 1)
+    if hashlib.sha256(data).hexdigest() != listed.sha256:
+        raise ValueError(f"{ENVIRONMENT_FILE} changed after it verified")
+    return decode_object(data)

@@ -47,6 +47,8 @@ from runstore.requests import RetryAuthorization
 from runstore.requests import Superseded
 from runstore.requests import TerminalOutcome
 from runstore.runner.campaign import InputFile
+from runstore.runner.environment import ENVIRONMENT_FILE
+from runstore.runner.environment import Environments
 from runstore.runner.executor import WorkOrder
 from runstore.runner.executor import WorkResult
 from runstore.runner.lease_keeper import LeaseKeeper
@@ -148,8 +150,10 @@ def start(
             *plan.candidate.env,
             ("RUNSTORE_ATTEMPT", guard.attempt_id),
             ("RUNSTORE_CANDIDATE", plan.candidate.name),
+            ("RUNSTORE_CANDIDATE_PARAMETERS", plan.candidate.parameters_json.decode("utf-8")),
             ("RUNSTORE_PARAMETERS", plan.problem.parameters_json.decode("utf-8")),
             ("RUNSTORE_PROBLEM", plan.problem.name),
+            ("RUNSTORE_REPETITION", str(plan.repetition)),
             ("RUNSTORE_ROLE", "warmup" if is_warmup(plan) else "measurement"),
             *(
                 ()
@@ -159,6 +163,7 @@ def start(
         ),
         inputs=inputs,
         timeout_ns=plan.timeout_ns,
+        packages=plan.packages,
     )
     return Started(plan=plan, guard=guard, order=order, started_at_ns=now)
 
@@ -236,21 +241,32 @@ def finish(
     lease_ns: int,
     clock: Clock,
     keeper: LeaseKeeper | None = None,
+    environments: Environments | None = None,
 ) -> Finished:
     """Judge the worker's result and commit the attempt's outcome: for a valid result,
     publish each observation it produced as an artifact, contend for the slot's claim,
     register the observations (selected when claimed) and publish ``Accepted``
     (``Superseded`` when another attempt holds the slot); otherwise publish ``Failed``
     with the verdict's code. The attempt artifact holds the worker's logs (and its outputs
-    that are no observation)."""
+    that are no observation). First, the result's environment document is published as an
+    artifact unless ``environments`` (the run's) already holds it, and the outcome
+    references it as ``environment``."""
     plan = started.plan
     verdict = judge(
         work, started.order.timeout_ns, warmup=is_warmup(plan), checkpoints=checkpoints(plan)
     )
     keeper = keeper or LeaseKeeper(lease_ns, clock)
+
+    def publish(document: bytes) -> str:  # the first time this run meets the document
+        populate, kind = write_files(((ENVIRONMENT_FILE, document),)), ArtifactKind.ENVIRONMENT
+        call = functools.partial(store.publish_artifact, started.guard, kind, populate, clock)
+        return patient(call, lease_ns).artifact.id
+
+    run_environments = Environments() if environments is None else environments
+    found = run_environments.references(work.environment, publish)
     if isinstance(verdict, Failure):
-        return fail(store, plan, started.guard, verdict, work, clock, keeper)
-    return _succeed(store, started, verdict, work, lease_ns, clock, keeper)
+        return fail(store, plan, started.guard, verdict, work, clock, keeper, found)
+    return _succeed(store, started, verdict, work, lease_ns, clock, keeper, found)
 
 
 def is_warmup(plan: SlotPlan) -> bool:
@@ -272,6 +288,7 @@ def _succeed(
     lease_ns: int,
     clock: Clock,
     keeper: LeaseKeeper,
+    environment: Sequence[Reference],
 ) -> Finished:
     plan = started.plan
     guard = _advance(store, keeper, started.guard, AttemptState.VALIDATING, clock)
@@ -295,7 +312,7 @@ def _succeed(
     except OutputUnwritable as unwritable:
         # Nothing was registered for the refused stage; it stays for recovery to remove.
         failure = Failure(code=UNSAFE_OUTPUT, details={"detail": str(unwritable)})
-        return fail(store, plan, guard, failure, work, clock, keeper)
+        return fail(store, plan, guard, failure, work, clock, keeper, environment)
 
     def begin() -> tuple[LeaseRequest, ClaimDisposition]:
         now = clock()
@@ -318,7 +335,8 @@ def _succeed(
             functools.partial(_register, store, guard, observation, receipt, disposition, clock),
             lease_ns,
         )
-    references = sorted({Reference("observation", receipt.artifact.id) for _, receipt in published})
+    observed = {Reference("observation", receipt.artifact.id) for _, receipt in published}
+    references = sorted({*observed, *environment})
     outputs = not success.produced or bool(checkpoints(plan))
     if not disposition.claimed:
         final = _publish_final(
@@ -369,11 +387,13 @@ def fail(
     work: WorkResult | None,
     clock: Clock,
     keeper: LeaseKeeper,
+    references: Sequence[Reference] = (),
 ) -> Finished:
-    """Enter finalizing without contending for the claim and publish ``Failed``."""
+    """Enter finalizing without contending for the claim and publish ``Failed`` (with
+    ``references``: the worker's environment)."""
     guard = _advance(store, keeper, guard, AttemptState.FINALIZING, clock)
     failed = Failed(code=failure.code, details=failure.details)
-    final = _publish_final(store, guard, failed, [], work, True, keeper.lease_ns, clock)
+    final = _publish_final(store, guard, failed, references, work, True, keeper.lease_ns, clock)
     return Finished(plan=plan, terminal=final.terminal, failure=failure, metrics={})
 
 

@@ -37,6 +37,7 @@ from runstore.recovery_report import RecoveryReport
 from runstore.requests import RetryAuthorization
 from runstore.runner import attempt
 from runstore.runner.campaign import Campaign
+from runstore.runner.environment import Environments
 from runstore.runner.executor import Executor
 from runstore.runner.executor import WorkHandle
 from runstore.runner.lease_keeper import LeaseKeeper
@@ -171,7 +172,7 @@ def run_campaign(
         report("recovered", _recovered(recovery))
     policy = RetryPolicy(resume=options.resume, retry_failed=options.retry_failed)
     schedule = Schedule.from_progress(applicable, store, policy, clock())
-    report("planned", schedule.counts())
+    report("planned", {**schedule.counts(), "seed": campaign.seed})
     loop = _Loop(store, campaign, executor, options, report, clock, schedule)
     loop.run(stop or threading.Event())
     unsatisfied = _unsatisfied(store, applicable)
@@ -205,6 +206,8 @@ class _Loop:
         self.report, self.clock, self.schedule = report, clock, schedule
         self.lease_ns = campaign.lease_ns
         self.keeper = LeaseKeeper(campaign.lease_ns, clock)
+        self.environments = Environments()
+        """The environment artifacts this run published: each distinct one once."""
         self.running: dict[WorkHandle, attempt.Started] = {}
         self.accepted = 0
         self.failed = 0
@@ -274,7 +277,13 @@ class _Loop:
         started = self.running.pop(handle)
         try:
             finished = attempt.finish(
-                self.store, started, handle.result(), self.lease_ns, self.clock, self.keeper
+                self.store,
+                started,
+                handle.result(),
+                self.lease_ns,
+                self.clock,
+                self.keeper,
+                self.environments,
             )
         except (*LOST, AttemptTerminalError, BusyError) as refusal:
             self._lost(started, refusal)  # busy: past the attempt's patience (attempt.patient)

@@ -32,8 +32,8 @@ from typing import Final
 from runstore.errors import ExecutorUnavailableError
 from runstore.runner.dask_task import Channel
 from runstore.runner.dask_task import run_task
-from runstore.runner.dask_task import runstore_version
 from runstore.runner.dask_task import start_mark_name
+from runstore.runner.environment import runstore_version
 from runstore.runner.executor import Executor
 from runstore.runner.executor import WorkHandle
 from runstore.runner.executor import WorkOrder

@@ -23,6 +23,9 @@ channel is what makes a second start impossible: the coordinator clears a mark o
 it has published the serial out of ``live``, so a second run that read ``live`` in time
 found the first run's mark still set.
 
+Every result a task returns carries the environment document of its Dask worker process
+(:mod:`runstore.runner.environment`: that machine, that interpreter, the worker's address).
+
 An admitted task first removes, once per worker process, the scratch directories that dead
 worker processes left on its machine (:func:`sweep_dead_scratch`).
 
@@ -36,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.metadata
 import threading
 import time
 from typing import Any
@@ -46,6 +48,8 @@ from typing import TypeGuard
 
 import attrs
 from runstore.runner import scratch_dirs
+from runstore.runner.environment import collect
+from runstore.runner.environment import runstore_version
 from runstore.runner.executor import WorkOrder
 from runstore.runner.executor import WorkResult
 from runstore.runner.executor import WorkStatus
@@ -80,17 +84,6 @@ class ClusterSide(Protocol):
     def unmark(self) -> None:
         """Clear this task's start mark (only once its serial can never be live again)."""
         ...
-
-
-@functools.cache
-def runstore_version() -> str:
-    """This machine's installed runstore distribution version ("unknown" when runstore
-    runs from a source tree that was never installed), read once per process: every task
-    checks it."""
-    try:
-        return importlib.metadata.version("runstore")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 @functools.cache
@@ -150,9 +143,27 @@ class DaskSide:
         self._mark.clear()
 
 
+NAME: Final = "dask"
+"""The executor's name in the environment documents of the results its tasks return."""
+
+
 def run_task(order: WorkOrder, channel: Channel) -> WorkResult:
-    """The Dask task: :func:`run_watched` through this worker's client."""
-    return run_watched(order, channel, DaskSide(channel))
+    """The Dask task: :func:`run_watched` through this worker's client. Whatever it
+    returns carries this Dask worker process's environment document, naming its address
+    (null when the task runs outside a worker)."""
+    result = run_watched(order, channel, DaskSide(channel))
+    worker = worker_address()
+    return attrs.evolve(result, environment=collect(order.packages, executor=NAME, worker=worker))
+
+
+def worker_address() -> str | None:
+    """The address of the Dask worker running the calling task, or None outside one."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except Exception:  # outside a worker (a test calling the task directly): no address
+        return None
 
 
 def run_watched(order: WorkOrder, channel: Channel, side: ClusterSide) -> WorkResult:

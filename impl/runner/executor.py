@@ -92,7 +92,8 @@ class WorkOrder:
     variables (``RUNSTORE_OUTPUT_DIR``, ``RUNSTORE_WORK_DIR``, ``RUNSTORE_PARAMETERS``,
     ``RUNSTORE_CANDIDATE``, ``RUNSTORE_PROBLEM``, ``RUNSTORE_ATTEMPT``). ``inputs`` are
     ``(relative POSIX path, bytes)`` pairs written under the working directory before the
-    command starts."""
+    command starts. ``packages`` are the distribution names whose installed versions the
+    worker side records in the result's environment document."""
 
     key: str
     command: tuple[str, ...]
@@ -101,6 +102,7 @@ class WorkOrder:
     timeout_ns: int
     output_limit_bytes: int = OUTPUT_LIMIT_BYTES
     log_limit_bytes: int = LOG_LIMIT_BYTES
+    packages: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -109,7 +111,11 @@ class WorkResult:
     signal) or None when it never ran to an exit the executor could observe. ``outputs``
     are the regular files under the output directory as ``(relative POSIX path, bytes)``,
     sorted by path; empty unless ``status`` is EXITED. ``detail`` is a one-line
-    explanation for START_FAILED, OUTPUT_TOO_LARGE and UNSAFE_OUTPUT (else empty)."""
+    explanation for START_FAILED, OUTPUT_TOO_LARGE and UNSAFE_OUTPUT (else empty).
+    ``environment`` is the canonical JSON environment document of the process that ran the
+    order (:mod:`runstore.runner.environment`), collected on the worker's side; empty for a
+    result the coordinator's side made itself (an order cancelled before it started, a lost
+    Dask task) or when none could be collected."""
 
     status: WorkStatus
     exit_code: int | None
@@ -120,6 +126,7 @@ class WorkResult:
     outputs: tuple[tuple[str, bytes], ...] = attrs.field(repr=False)
     duration_ns: int
     detail: str = ""
+    environment: bytes = attrs.field(default=b"", repr=False)
 
 
 class WorkHandle(Protocol):

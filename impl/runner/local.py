@@ -5,9 +5,11 @@ no SQLite) and knows nothing of attempts beyond the :class:`WorkOrder` it is giv
 order runs on a thread of a pool sized ``jobs`` through
 :func:`runstore.runner.scratch_run.run_order` (private scratch directory, a supervisor
 process that kills every descendant of the command when it ends or this process dies,
-time limit, outputs as bytes). A handle's future is settled once, under its kill's lock,
-so a cancel and a finished result never both win. Making an executor first removes the
-scratch directories that dead coordinators left (:func:`scratch_dirs.remove_dead`).
+time limit, outputs as bytes), and its result carries this machine's environment
+document (:mod:`runstore.runner.environment`). A handle's future is settled once, under
+its kill's lock, so a cancel and a finished result never both win. Making an executor
+first removes the scratch directories that dead coordinators left
+(:func:`scratch_dirs.remove_dead`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 from runstore.runner import scratch_dirs
+from runstore.runner.environment import collect
 from runstore.runner.executor import Executor
 from runstore.runner.executor import WorkHandle
 from runstore.runner.executor import WorkOrder
@@ -28,6 +31,9 @@ from runstore.runner.executor import WorkStatus
 from runstore.runner.scratch_run import Kill
 from runstore.runner.scratch_run import run_order
 from runstore.runner.scratch_run import unrun
+
+NAME = "local"
+"""The executor's name in the environment documents of the results it returns."""
 
 
 class LocalHandle:
@@ -152,7 +158,8 @@ class LocalExecutor:
 
     def _run(self, handle: LocalHandle) -> None:
         """One pool task: run the order and settle its handle, whatever happens; the scratch
-        directory is gone before the result is visible."""
+        directory is gone before the result is visible. The result carries this process's
+        environment document: the local executor's workers run on this machine."""
         with handle.kill.lock:
             if handle.kill.cancelled:
                 return  # cancel settled it
@@ -164,7 +171,10 @@ class LocalExecutor:
                 scratch_root=self.scratch_root,
                 kill_grace_s=self.kill_grace_s,
             )
-            handle.settle(result)
+            packages = handle.order.packages
+            handle.settle(
+                attrs.evolve(result, environment=collect(packages, executor=NAME, worker=None))
+            )
         except BaseException as error:  # a bug here must not leave the handle pending
             with handle.kill.lock:
                 if not handle.future.done():

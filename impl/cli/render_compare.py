@@ -1,0 +1,59 @@
+"""``compare`` for people: one table per metric, one row per problem x candidate, with
+the baseline's and the candidate's ``median ± MAD`` and the verdict in words
+(SPEC.md section 17.5).
+
+Rules of this file: rendering only, from the ``compare`` document (what ``--json``
+prints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.table import Table
+from runstore.analysis.numbers import plus_minus
+from runstore.cli.output import table
+
+
+def _cell(statistics: Mapping[str, Any], unit: str) -> str:
+    text = plus_minus(statistics["median"], statistics["mad"], unit)
+    return f"{text} (n={statistics['n']})" + (" !" if statistics["unstable"] else "")
+
+
+def compare_tables(document: Mapping[str, Any]) -> tuple[list[Table], list[str]]:
+    against = document["baseline_candidate"] or document["baseline_campaign"]
+    tables = []
+    for metric in document["metrics"]:
+        rows = [row for row in document["rows"] if row["metric"] == metric]
+        if not rows:
+            continue
+        arrow = "lower is better" if rows[0]["direction"] == "lower" else "higher is better"
+        title = f"{metric} ({arrow}) against {against}"
+        shown = []
+        previous = None
+        for row in rows:
+            shown.append(
+                [
+                    row["problem"] if row["problem"] != previous else "",
+                    row["candidate"],
+                    _cell(row["baseline_statistics"], row["unit"]),
+                    _cell(row["candidate_statistics"], row["unit"]),
+                    row["words"],
+                ]
+            )
+            previous = row["problem"]
+        tables.append(
+            table(title, ["problem", "candidate", "baseline", "candidate", "result"], shown)
+        )
+    lines = []
+    if document["missing"]:
+        missing = document["missing"]
+        lines.append(f"no baseline for {len(missing)} pairs: " + ", ".join(missing[:10]))
+    if not document["rows"]:
+        lines.append("nothing to compare: no pair has results on both sides")
+    lines.append(
+        "ratios: Hodges-Lehmann estimates with 95% intervals; significance: two-sided "
+        "Mann-Whitney U at 0.05 (SPEC.md section 17)"
+    )
+    return tables, lines

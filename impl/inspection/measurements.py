@@ -1,0 +1,266 @@
+"""Accepted measurements grouped by candidate x problem, with what the runs declare
+(SPEC.md section 17.5).
+
+Rules of this file: reads only, on a snapshot's private copy, in four set-based queries
+whatever the number of slots. A group is one resolved run (one candidate x problem pair);
+its values are the metrics of its accepted measurement slots, one value per slot and
+metric, in repetition order. A slot's metrics are merged from the selected observations
+of its observation slots in observation-slot order (a later checkpoint's value wins), as
+``status`` merges them; a stream's checkpoints are also kept one by one for curves. Only
+the run's ``specification`` is read for parameters and declared metrics, and
+``repetition`` from the attempt slot's ``specification`` (0 when absent), so nothing here
+depends on how a runner names its slots. Warm-up slots never count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+from runstore import sql
+from runstore.canonical import JSON
+from runstore.inspection.reader import CAMPAIGN_CLAUSE
+from runstore.inspection.reader import campaign_of
+from runstore.inspection.reader import observation_metrics
+
+DEFAULT_DIRECTION: Final = "lower"
+
+
+@attrs.frozen(kw_only=True)
+class MetricInfo:
+    """How to read a metric: which way is better, its unit, its noise threshold (a relative
+    spread), as the run declares it; an undeclared metric is ``lower``, no unit, none."""
+
+    name: str
+    direction: str = DEFAULT_DIRECTION
+    unit: str = ""
+    threshold: float | None = None
+    threshold_text: str | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "direction": self.direction,
+            "unit": self.unit,
+            "threshold": self.threshold_text,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class Value:
+    """One accepted slot's value of one metric: its repetition, the exact decimal text the
+    store holds, and that text read as a float."""
+
+    repetition: int
+    text: str
+    number: float
+    slot_id: str
+    attempt_id: str
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointValue:
+    repetition: int
+    checkpoint: int
+    text: str
+    number: float
+
+
+@attrs.frozen(kw_only=True)
+class Group:
+    """One candidate x problem pair (one resolved run) of a campaign."""
+
+    campaign: str
+    candidate: str
+    problem: str
+    candidate_id: str
+    problem_id: str
+    run_id: str
+    parameters: Mapping[str, JSON]
+    candidate_parameters: Mapping[str, JSON]
+    declared: Mapping[str, MetricInfo]
+    slots: int
+    """Measurement slots of the pair."""
+    values: Mapping[str, tuple[Value, ...]]
+    """Metric name -> the accepted slots' values, by repetition."""
+    checkpoints: Mapping[str, tuple[CheckpointValue, ...]]
+    """Metric name -> a stream's per-checkpoint values (empty for other slot kinds)."""
+
+    def numbers(self, metric: str) -> list[float]:
+        return [value.number for value in self.values.get(metric, ())]
+
+    def info(self, metric: str) -> MetricInfo:
+        return self.declared.get(metric) or MetricInfo(name=metric)
+
+    @property
+    def accepted(self) -> int:
+        return len({value.slot_id for values in self.values.values() for value in values})
+
+
+_RUNS: Final = """
+SELECT r.id, r.candidate_id, d.problem_id, r.record_json
+FROM resolved_runs AS r
+JOIN applicability_decisions AS d ON d.id = r.decision_id
+"""
+
+_SLOTS: Final = """
+SELECT s.id, s.run_id, s.record_json
+FROM attempt_slots AS s
+JOIN resolved_runs AS r ON r.id = s.run_id
+WHERE s.role = 'measurement'
+"""
+
+_ACCEPTED: Final = """
+SELECT a.slot_id, a.id, os.logical_slot, os.checkpoint_index, o.record_json
+FROM attempts AS a
+JOIN attempt_slots AS s ON s.id = a.slot_id
+JOIN resolved_runs AS r ON r.id = s.run_id
+JOIN attempt_observation_slots AS m ON m.attempt_slot_id = a.slot_id
+JOIN observation_slots AS os ON os.id = m.observation_slot_id
+JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
+JOIN observations AS o ON o.id = so.observation_id
+WHERE a.state = 'accepted' AND s.role = 'measurement'
+"""
+
+
+def _scoped(query: str, campaign: str | None) -> tuple[str, dict[str, object]]:
+    if campaign is None:
+        return query, {}
+    joiner = " AND " if "WHERE" in query else " WHERE "
+    return query + joiner + CAMPAIGN_CLAUSE, {"prefix": f"{campaign}/"}
+
+
+def _object(text: str, key: str) -> dict[str, JSON]:
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return {}
+    found = document.get(key) if isinstance(document, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _declared(specification: Mapping[str, JSON]) -> dict[str, MetricInfo]:
+    metrics = specification.get("metrics")
+    declared: dict[str, MetricInfo] = {}
+    if not isinstance(metrics, dict):
+        return declared
+    for name, item in metrics.items():
+        if not isinstance(item, dict):
+            continue
+        direction = item.get("direction")
+        unit = item.get("unit", "")
+        threshold = item.get("threshold")
+        number = _finite(threshold) if isinstance(threshold, str) else None
+        declared[name] = MetricInfo(
+            name=name,
+            direction=direction if direction in ("lower", "higher") else DEFAULT_DIRECTION,
+            unit=unit if isinstance(unit, str) else "",
+            threshold=number if number is not None and number > 0 else None,
+            threshold_text=threshold if isinstance(threshold, str) and number else None,
+        )
+    return declared
+
+
+def _finite(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _short(identifier: str) -> str:
+    """``"<campaign>/<name>"`` -> ``"<name>"`` (an id without ``/`` as it is)."""
+    return identifier.partition("/")[2] or identifier
+
+
+def measurement_groups(
+    connection: sqlite3.Connection, *, campaign: str | None = None
+) -> tuple[Group, ...]:
+    """Every candidate x problem pair (of one campaign, or all), sorted by campaign,
+    candidate and problem, with its accepted measurement values."""
+    repetitions: dict[str, tuple[str, int]] = {}
+    slot_counts: dict[str, int] = {}
+    query, params = _scoped(_SLOTS, campaign)
+    for slot_id, run_id, record_json in sql.execute(connection, query, params):
+        repetition = _object(record_json, "specification").get("repetition", 0)
+        index = repetition if type(repetition) is int and repetition >= 0 else 0
+        repetitions[slot_id] = (run_id, index)
+        slot_counts[run_id] = slot_counts.get(run_id, 0) + 1
+
+    merged: dict[str, dict[str, str]] = {}
+    attempt_of: dict[str, str] = {}
+    curves: dict[str, dict[str, list[CheckpointValue]]] = {}
+    query, params = _scoped(_ACCEPTED, campaign)
+    rows = sorted(sql.execute(connection, query, params), key=lambda row: (row[0], row[2]))
+    for slot_id, attempt_id, _logical, checkpoint, record_json in rows:
+        metrics = observation_metrics(record_json)
+        merged.setdefault(slot_id, {}).update(metrics)
+        attempt_of[slot_id] = attempt_id
+        if checkpoint is None or slot_id not in repetitions:
+            continue
+        run_id, repetition = repetitions[slot_id]
+        for name, text in metrics.items():
+            number = _finite(text)
+            if number is not None:
+                curves.setdefault(run_id, {}).setdefault(name, []).append(
+                    CheckpointValue(
+                        repetition=repetition, checkpoint=checkpoint, text=text, number=number
+                    )
+                )
+
+    values: dict[str, dict[str, list[Value]]] = {}
+    for slot_id, metrics in merged.items():
+        if slot_id not in repetitions:
+            continue
+        run_id, repetition = repetitions[slot_id]
+        for name, text in metrics.items():
+            number = _finite(text)
+            if number is None:
+                continue
+            values.setdefault(run_id, {}).setdefault(name, []).append(
+                Value(
+                    repetition=repetition,
+                    text=text,
+                    number=number,
+                    slot_id=slot_id,
+                    attempt_id=attempt_of[slot_id],
+                )
+            )
+
+    groups: list[Group] = []
+    query, params = _scoped(_RUNS, campaign)
+    for run_id, candidate_id, problem_id, record_json in sql.execute(connection, query, params):
+        specification = _object(record_json, "specification")
+        parameters = specification.get("parameters")
+        candidate_parameters = specification.get("candidate_parameters")
+        by_metric = values.get(run_id, {})
+        groups.append(
+            Group(
+                campaign=campaign_of(candidate_id),
+                candidate=_short(candidate_id),
+                problem=_short(problem_id),
+                candidate_id=candidate_id,
+                problem_id=problem_id,
+                run_id=run_id,
+                parameters=parameters if isinstance(parameters, dict) else {},
+                candidate_parameters=candidate_parameters
+                if isinstance(candidate_parameters, dict)
+                else {},
+                declared=_declared(specification),
+                slots=slot_counts.get(run_id, 0),
+                values={
+                    name: tuple(sorted(found, key=lambda v: (v.repetition, v.slot_id)))
+                    for name, found in sorted(by_metric.items())
+                },
+                checkpoints={
+                    name: tuple(sorted(found, key=lambda c: (c.checkpoint, c.repetition)))
+                    for name, found in sorted(curves.get(run_id, {}).items())
+                },
+            )
+        )
+    groups.sort(key=lambda g: (g.campaign, g.candidate, g.problem, g.run_id))
+    return tuple(groups)
