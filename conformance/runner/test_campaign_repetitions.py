@@ -386,6 +386,23 @@ def test_refusals_name_the_key(tmp_path: Path, parts: dict[str, str], expected: 
     refused(tmp_path, expected, **parts)
 
 
+def test_a_candidate_with_fewer_repetitions_counts_its_own(tmp_path: Path) -> None:
+    grid = "grid = { n = [" + ", ".join(map(str, range(60))) + "] }"
+    # 60 problems x (1 + 1000) repetitions is 60,060 slots: under the bound, although
+    # 2 candidates x 1000 campaign repetitions x 60 problems would be over it
+    loaded = campaign(
+        tmp_path, campaign="repetitions = 1000", candidate="repetitions = 1", problem=grid
+    )
+    assert [c.repetitions for c in loaded.candidates[:1]] == [1]
+    refused(
+        tmp_path,
+        "more than 100000 measurement slots",
+        campaign="repetitions = 1000",
+        candidate="repetitions = 700",
+        problem=grid,
+    )
+
+
 def test_more_than_100000_measurement_slots_is_refused(tmp_path: Path) -> None:
     text = HEAD.format(
         campaign="repetitions = 1000",

@@ -18,10 +18,12 @@ from runstore.cli.output import table
 
 def _cell(statistics: Mapping[str, Any], unit: str) -> str:
     text = plus_minus(statistics["median"], statistics["mad"], unit)
-    return f"{text} (n={statistics['n']})" + (" !" if statistics["unstable"] else "")
+    return text + (" !" if statistics["unstable"] else "")
 
 
 def compare_tables(document: Mapping[str, Any]) -> tuple[list[Table], list[str]]:
+    """Per metric, each problem's baseline row (result ``baseline``) and then one row per
+    compared candidate, as hyperfine lists them: no cell is repeated on every row."""
     against = document["baseline_candidate"] or document["baseline_campaign"]
     tables = []
     for metric in document["metrics"]:
@@ -29,23 +31,20 @@ def compare_tables(document: Mapping[str, Any]) -> tuple[list[Table], list[str]]
         if not rows:
             continue
         arrow = "lower is better" if rows[0]["direction"] == "lower" else "higher is better"
-        title = f"{metric} ({arrow}) against {against}"
-        shown = []
+        shown: list[list[object]] = []
         previous = None
         for row in rows:
-            shown.append(
-                [
-                    row["problem"] if row["problem"] != previous else "",
-                    row["candidate"],
-                    _cell(row["baseline_statistics"], row["unit"]),
-                    _cell(row["candidate_statistics"], row["unit"]),
-                    row["words"],
-                ]
-            )
+            unit = row["unit"]
+            if row["problem"] != previous:
+                base = row["baseline_statistics"]
+                shown.append(
+                    [row["problem"], row["baseline"], _cell(base, unit), base["n"], "baseline"]
+                )
+            mine = row["candidate_statistics"]
+            shown.append(["", row["candidate"], _cell(mine, unit), mine["n"], row["words"]])
             previous = row["problem"]
-        tables.append(
-            table(title, ["problem", "candidate", "baseline", "candidate", "result"], shown)
-        )
+        columns = ["problem", "candidate", "median ± MAD", "n", "result"]
+        tables.append(table(f"{metric} ({arrow}) against {against}", columns, shown))
     lines = []
     if document["missing"]:
         missing = document["missing"]

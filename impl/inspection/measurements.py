@@ -23,9 +23,9 @@ from typing import Final
 import attrs
 from runstore import sql
 from runstore.canonical import JSON
-from runstore.inspection.reader import CAMPAIGN_CLAUSE
 from runstore.inspection.reader import campaign_of
 from runstore.inspection.reader import observation_metrics
+from runstore.inspection.reader import scope
 
 DEFAULT_DIRECTION: Final = "lower"
 
@@ -126,13 +126,6 @@ WHERE a.state = 'accepted' AND s.role = 'measurement'
 """
 
 
-def _scoped(query: str, campaign: str | None) -> tuple[str, dict[str, object]]:
-    if campaign is None:
-        return query, {}
-    joiner = " AND " if "WHERE" in query else " WHERE "
-    return query + joiner + CAMPAIGN_CLAUSE, {"prefix": f"{campaign}/"}
-
-
 def _object(text: str, key: str) -> dict[str, JSON]:
     try:
         document = json.loads(text)
@@ -184,7 +177,7 @@ def measurement_groups(
     candidate and problem, with its accepted measurement values."""
     repetitions: dict[str, tuple[str, int]] = {}
     slot_counts: dict[str, int] = {}
-    query, params = _scoped(_SLOTS, campaign)
+    query, params = scope(_SLOTS, campaign, None, "s.id")
     for slot_id, run_id, record_json in sql.execute(connection, query, params):
         repetition = _object(record_json, "specification").get("repetition", 0)
         index = repetition if type(repetition) is int and repetition >= 0 else 0
@@ -194,7 +187,7 @@ def measurement_groups(
     merged: dict[str, dict[str, str]] = {}
     attempt_of: dict[str, str] = {}
     curves: dict[str, dict[str, list[CheckpointValue]]] = {}
-    query, params = _scoped(_ACCEPTED, campaign)
+    query, params = scope(_ACCEPTED, campaign, None, "a.slot_id")
     rows = sorted(sql.execute(connection, query, params), key=lambda row: (row[0], row[2]))
     for slot_id, attempt_id, _logical, checkpoint, record_json in rows:
         metrics = observation_metrics(record_json)
@@ -232,7 +225,7 @@ def measurement_groups(
             )
 
     groups: list[Group] = []
-    query, params = _scoped(_RUNS, campaign)
+    query, params = scope(_RUNS, campaign, None, "r.id")
     for run_id, candidate_id, problem_id, record_json in sql.execute(connection, query, params):
         specification = _object(record_json, "specification")
         parameters = specification.get("parameters")

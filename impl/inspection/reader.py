@@ -191,7 +191,7 @@ CAMPAIGN_CLAUSE: Final = "substr(r.candidate_id, 1, length(:prefix)) = :prefix"
 keeps one campaign's candidates; ``status``, ``export`` and ``report`` share it."""
 
 
-def _scope(
+def scope(
     base: str, campaign: str | None, slot_ids: Sequence[str] | None, slot_column: str
 ) -> tuple[str, dict[str, object]]:
     """``base`` narrowed to a campaign's candidates and/or to some slots."""
@@ -242,7 +242,7 @@ def summarize(
     Three queries in all, whatever the number of slots."""
     progress: dict[str, _Progress] = {}
     attempt_states: Counter[str] = Counter()
-    query, params = _scope(_ATTEMPTS, campaign, slot_ids, "a.slot_id")
+    query, params = scope(_ATTEMPTS, campaign, slot_ids, "a.slot_id")
     for slot_id, retry_index, attempt_id, state, failure_code in sql.execute(
         connection, query, params
     ):
@@ -259,13 +259,13 @@ def summarize(
             entry.latest_failure_code = failure_code
 
     metrics: dict[str, dict[str, str]] = {}
-    query, params = _scope(_SELECTED, campaign, slot_ids, "m.attempt_slot_id")
+    query, params = scope(_SELECTED, campaign, slot_ids, "m.attempt_slot_id")
     rows = sql.execute(connection, query, params)
     for slot_id, _logical_slot, record_json in sorted(rows, key=lambda row: (row[0], row[1])):
         metrics.setdefault(slot_id, {}).update(observation_metrics(record_json))
 
     summaries: list[SlotSummary] = []
-    query, params = _scope(_SLOTS, campaign, slot_ids, "s.id")
+    query, params = scope(_SLOTS, campaign, slot_ids, "s.id")
     for row in sql.execute(connection, query, params):
         slot_id, run_id, candidate_id, problem_id, spec_id, logical_slot, kind, role = row
         entry = progress.get(slot_id, _Progress())

@@ -81,9 +81,7 @@ class PairResult:
 def pair_result(group: Group) -> PairResult:
     """The statistics of ``group``'s metrics (each over the values it has)."""
     metrics = []
-    for name, values in sorted(group.values.items()):
-        if not values:
-            continue
+    for name, values in sorted(group.values.items()):  # never empty: one per value read
         info = group.info(name)
         metrics.append(
             MetricResult(

@@ -167,11 +167,11 @@ def _campaign(document: dict[str, object], path: str) -> Campaign:
         checks.refuse("campaign.seed", f"must be an integer from 0 to 2**53-1, got {seed!r:.80}")
     packages = checks.names(settings.get("packages", []), "campaign.packages")
     candidates, problems = _entries(top, os.path.dirname(os.path.abspath(path)))
-    slots = sum(
-        (1 if candidate.repetitions is None else candidate.repetitions) * len(problems)
+    slots = len(problems) * sum(
+        repetitions if candidate.repetitions is None else candidate.repetitions
         for candidate in candidates
     )
-    if repetitions * len(candidates) * len(problems) > MAX_SLOTS or slots > MAX_SLOTS:
+    if slots > MAX_SLOTS:
         checks.refuse("campaign.repetitions", f"more than {MAX_SLOTS} measurement slots")
     return Campaign(
         name=name,

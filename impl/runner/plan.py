@@ -86,11 +86,8 @@ def plan(campaign: Campaign) -> tuple[SlotPlan, ...]:
         for problem in campaign.problems:
             for candidate in interleaved(campaign, round_index, problem):
                 slots = pairs[candidate.name, problem.name]
-                ordered.extend(
-                    slot
-                    for slot in slots
-                    if slot.repetition == round_index and (round_index == 0 or not _is_warmup(slot))
-                )
+                # a warm-up has repetition 0: it comes just before its pair's first measurement
+                ordered.extend(slot for slot in slots if slot.repetition == round_index)
     return tuple(ordered)
 
 
@@ -109,10 +106,6 @@ def interleaved(campaign: Campaign, round_index: int, problem: Problem) -> list[
 def repetitions(campaign: Campaign, candidate: Candidate) -> int:
     """How many measurement slots each of ``candidate``'s pairs has."""
     return campaign.repetitions if candidate.repetitions is None else candidate.repetitions
-
-
-def _is_warmup(slot: SlotPlan) -> bool:
-    return slot.attempt_slot is not None and slot.attempt_slot.role is SlotRole.WARMUP
 
 
 def measurement_slot_name(repetition: int) -> str:
