@@ -137,6 +137,16 @@ def test_the_shown_factor_is_never_below_one(
         assert text.startswith("no significant difference (p = ")
 
 
+def test_a_factor_of_a_hundred_or_more_shows_four_significant_digits_not_decimals() -> None:
+    """pyperf writes "14.91x"; "500.00x" would claim a precision nobody measured."""
+    fast = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]
+    result = compare(fast, [500.0 * value for value in fast], direction="lower")
+    text = describe(result, direction="lower", unit="ms")
+    assert re.fullmatch(r"500x slower \[[0-9]+(\.[0-9]+)?, [0-9]+(\.[0-9]+)?\]", text), text
+    near = compare(fast, [14.91 * value for value in fast], direction="lower")
+    assert re.match(r"14\.9[0-9]x slower", describe(near, direction="lower", unit="ms"))
+
+
 # --- refusals --------------------------------------------------------------------------------
 
 RESULT = compare(FAST, SLOW, direction="lower")

@@ -24,7 +24,18 @@ NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]*[1-9])?(e-?[1-9][0-9]*)?")
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(0.000123, "0.000123"), (1234567, "1.235e6"), (16.0, "16"), (-0.0, "0"), (0.0, "0")],
+    [
+        (0.000123, "0.000123"),
+        (1234567, "1.235e6"),
+        (16.0, "16"),
+        (-0.0, "0"),
+        (0.0, "0"),
+        (1.2e-5, "1.2e-5"),
+        (20000, "20000"),
+        (12345, "12340"),
+        (-654321, "-654300"),
+        (999999.9, "1e6"),
+    ],
 )
 def test_the_sections_examples(value: float, text: str) -> None:
     assert significant(value) == text
@@ -38,10 +49,12 @@ def test_significant_rounds_to_the_digits_and_writes_no_noise(value: float, digi
     # The same decimal number as printf's %g with that precision.
     assert float(text) == float(f"{value:.{digits}g}")
     mantissa = text.split("e")[0].lstrip("-").replace(".", "").lstrip("0")
+    if "." not in text and "e" not in text:
+        mantissa = mantissa.rstrip("0")  # an integer's trailing zeros hold places
     assert len(mantissa) <= digits
     if value != 0 and math.isfinite(float(text)):  # 1.5e308 to one digit is 2e308
         exponent = int(f"{abs(float(text)):e}".split("e")[1])
-        assert ("e" in text) == (exponent < -4 or exponent >= digits)
+        assert ("e" in text) == (exponent < -4 or exponent >= max(digits, 6))
 
 
 @settings(max_examples=100)
@@ -87,7 +100,7 @@ def test_plus_minus_shows_the_spread_with_one_or_two_digits_and_the_center_alike
     # Trailing zeros are place-holders when the last digit is left of the point.
     significant_digits = digits.rstrip("0") if decimals == 0 else digits
     assert 1 <= len(significant_digits) <= 2
-    if len(digits) == 2 or (decimals == 0 and len(significant_digits) == 2):
+    if len(significant_digits) == 2:
         assert significant_digits[0] in "12"
     last = 10.0**-decimals if decimals else 10.0 ** (len(digits) - len(significant_digits))
     assert abs(float(spread_text) - spread) <= last / 2 * (1 + 1e-9)

@@ -182,8 +182,9 @@ def compare(
 
 
 def _factor(value: float) -> str:
-    """A factor: two decimals below 1000, else four significant digits."""
-    return f"{value:.2f}" if value < 1000 else digits(value, 4)
+    """A factor: two decimals below 100 (``"14.91"``), else four significant digits
+    (``"500"``, ``"1235"``)."""
+    return f"{value:.2f}" if value < 100 else digits(value, 4)
 
 
 def _percent(fraction: float) -> str:

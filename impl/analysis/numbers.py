@@ -58,8 +58,10 @@ def significant(value: float, digits: int = 4) -> str:
     """``value`` with at most ``digits`` significant digits and no trailing zeros:
     ``format(value, f".{digits}g")`` with the exponent written bare (``1.235e6``,
     ``1.2e-5``: no ``+``, no leading zeros), and ``"0"`` for -0.0. So 16.0 is ``"16"``,
-    0.000123 is ``"0.000123"``, 1234567 is ``"1.235e6"``; the exponent form appears when the
-    rounded value's exponent is ``< -4`` or ``>= digits``.
+    0.000123 is ``"0.000123"``, 1234567 is ``"1.235e6"``, 20000 is ``"20000"``: the exponent
+    form appears when the rounded value's exponent is ``< -4`` or ``>= max(digits, 6)`` (an
+    integer below a million is written in plain digits, its rounding kept: 12345 is
+    ``"12340"``).
     """
     number = _finite(value, "value")
     if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= 17:
@@ -67,7 +69,12 @@ def significant(value: float, digits: int = 4) -> str:
     text = format(number, f".{digits}g")
     if "e" in text:
         mantissa, exponent = text.split("e")
-        text = f"{mantissa}e{int(exponent)}"
+        power = int(exponent)
+        if 0 <= power < _SCIENTIFIC_FROM:
+            # The rounded value is an integer below a million: its exact digits.
+            text = format(float(text), ".0f")
+        else:
+            text = f"{mantissa}e{power}"
     return _unsigned_zero(text)
 
 

@@ -118,8 +118,18 @@ def _stdev(sample: tuple[float, ...], mean: float) -> float | None:
     return scale * math.sqrt(squares / (len(sample) - 1))
 
 
-def _percent(fraction: float) -> str:
-    return f"{significant(100.0 * fraction, 3)}%"
+def _percent(fraction: float, digits: int = 3) -> str:
+    return f"{significant(100.0 * fraction, digits)}%"
+
+
+def _over(spread: float, limit: float) -> tuple[str, str]:
+    """``spread`` and ``limit`` (``spread > limit``) as percentages with three significant
+    digits, or more until the two texts differ (10.04% over 10% shows ``"10.04%"``)."""
+    for digits in range(3, 18):
+        shown = _percent(spread, digits), _percent(limit, digits)
+        if shown[0] != shown[1]:
+            return shown
+    return shown
 
 
 @attrs.frozen(kw_only=True)
@@ -184,9 +194,8 @@ def summarize(values: Iterable[float], *, threshold: float | None = None) -> Sum
         # A zero median has no relative spread: any nonzero MAD counts as over.
         spread = mad / abs(median) if median != 0.0 else math.inf
         if spread > limit and math.isfinite(100.0 * spread):
-            reasons.append(
-                f"spread {_percent(spread)} of the median exceeds the {_percent(limit)} threshold"
-            )
+            over, threshold = _over(spread, limit)
+            reasons.append(f"spread {over} of the median exceeds the {threshold} threshold")
         elif spread > limit:  # too large a fraction to write as a percentage
             reasons.append(
                 f"spread around a median of {significant(median)} exceeds the "
