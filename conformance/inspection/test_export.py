@@ -1,5 +1,5 @@
 """``runstore.inspection.export``: a snapshot as ``attempts.csv``, ``observations.csv``,
-``index.jsonl`` and ``metrics.csv`` (SPEC.md section 16).
+``index.jsonl``, ``metrics.csv`` and ``summary.csv`` (SPEC.md section 16).
 
 One store is built in-process by the coordinator with a scripted executor (module-scoped):
 campaign ``alpha`` has accepted one-shot slots, a slot accepted on its retry, a slot that
@@ -8,13 +8,15 @@ stream with a warm-up, whose first attempt fails after selecting checkpoint 0, s
 accepted retry owns only checkpoint 1. Every file is read back with ``csv`` and ``json``
 and checked against what the inspection reader (``status``, ``explain``) says about the
 same snapshot, never against hard-coded values. Tests that corrupt or move things work
-on a copy of the store.
+on a copy of the store. ``summary.csv``, parameter columns and repetitions are tested on a
+campaign with repetitions and grids in ``test_export_tidy.py``.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import shutil
 from collections.abc import Iterator
@@ -126,6 +128,32 @@ def read_csv(path: Path) -> list[dict[str, str]]:
     assert data.endswith(b"\n") and not data.endswith(b"\r\n")
     with path.open(encoding="utf-8", newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+def json_numbers(metrics: dict[str, str]) -> dict[str, object]:
+    """The metrics whose text a strict JSON parser reads as a finite number, as it reads
+    them (an independent statement of ``index.jsonl``'s ``metric_numbers`` rule)."""
+
+    def refuse(constant: str) -> object:
+        raise ValueError(constant)
+
+    found: dict[str, object] = {}
+    for name, text in metrics.items():
+        try:
+            number = json.loads(text, parse_constant=refuse)
+        except ValueError:
+            continue
+        plain = text.strip() == text and type(number) in (int, float)
+        if plain and math.isfinite(float(number)):
+            found[name] = number
+    return found
+
+
+def stored_specifications(snapshot: Snapshot, table: str) -> dict[str, dict[str, object]]:
+    """Every run's (``resolved_runs``) or attempt slot's (``attempt_slots``) stored
+    ``specification``, by id, read with plain SQL and ``json``."""
+    rows = snapshot.connection.execute(f"SELECT id, record_json FROM {table}").fetchall()
+    return {row[0]: json.loads(row[1])["specification"] for row in rows}
 
 
 def read_index(path: Path) -> list[dict[str, object]]:
@@ -295,10 +323,12 @@ def test_index_jsonl_has_one_canonical_line_per_accepted_slot(
                         "manifest_sha256": o.artifact.manifest_sha256,
                     },
                     "metrics": o.result["metrics"],
+                    "metric_numbers": json_numbers(o.result["metrics"]),
                 }
                 for o in sorted(observations.values(), key=lambda o: o.slot_id)
             ],
             "metrics": dict(slot.metrics),
+            "metric_numbers": json_numbers(dict(slot.metrics)),
         }
     roles = {line["role"]: line for line in lines}
     assert roles["warmup"]["observations"] == [] and roles["warmup"]["metrics"] == {}
@@ -309,8 +339,12 @@ def test_metrics_csv_is_long_form_over_the_selected_observations(
 ) -> None:
     out, summary = exported
     rows = read_csv(out / "metrics.csv")
+    runs = stored_specifications(snapshot, "resolved_runs")
+    slots = stored_specifications(snapshot, "attempt_slots")
     expected: list[dict[str, str]] = []
     for line in read_index(out / "index.jsonl"):
+        parameters = runs[str(line["run_id"])]["parameters"]
+        assert isinstance(parameters, dict) and "candidate_parameters" not in runs[line["run_id"]]
         for observation in line["observations"]:  # type: ignore[attr-defined]
             for name, value in sorted(observation["metrics"].items()):
                 expected.append(
@@ -325,9 +359,12 @@ def test_metrics_csv_is_long_form_over_the_selected_observations(
                         "observation_id": observation["observation_id"],
                         "metric": name,
                         "value": value,
+                        "repetition": str(slots[str(line["slot_id"])].get("repetition", 0)),
+                        **{f"param.{key}": str(item) for key, item in parameters.items()},
                     }
                 )
     assert rows == expected and summary.files["metrics.csv"] == len(rows)
+    assert list(rows[0])[-3:] == ["repetition", "param.problem", "param.size"]
     # The values are the stored decimal strings, quoting and all, as status reports them.
     reported = {s.slot_id: dict(s.metrics) for s in status(snapshot, campaign="alpha").slots}
     for row in rows:
@@ -413,7 +450,7 @@ def test_a_campaign_filter_exports_only_that_campaign(
     header = (tmp_path / "none" / "metrics.csv").read_text(encoding="utf-8")
     assert header == (
         "campaign,slot_id,candidate_id,problem_id,logical_slot,observation_slot_id,"
-        "observation_logical_slot,observation_id,metric,value\n"
+        "observation_logical_slot,observation_id,metric,value,repetition\n"
     )
 
 
@@ -436,8 +473,8 @@ TO_VALIDATING = (
 )
 
 
-def _hand_made_store(root: Path) -> None:
-    """One slot accepted through the store's API with :data:`HOSTILE_METRICS`."""
+def hand_made_store(root: Path, metrics: dict[str, str] = HOSTILE_METRICS) -> None:
+    """One slot accepted through the store's API with ``metrics``."""
     item = factories.one_shot("odd", candidate="hand/odd", problem="hand/p")
     clock = Clock()
     lease = LeaseRequest(lease_id="lease-0", owner_token="owner", expires_at_ns=2**62)
@@ -456,7 +493,7 @@ def _hand_made_store(root: Path) -> None:
             guard, ArtifactKind.OBSERVATION, payload("result.json"), clock
         )
         observation = factories.observation(
-            item.observation_slot, guard.attempt_id, result={"metrics": HOSTILE_METRICS}
+            item.observation_slot, guard.attempt_id, result={"metrics": metrics}
         )
         receipt = store.register_observation(
             guard, observation, published.artifact, [], select=True, now_ns=clock()
@@ -470,7 +507,7 @@ def _hand_made_store(root: Path) -> None:
 def test_fields_that_need_quoting_round_trip(tmp_path: Path) -> None:
     store = tmp_path / "store"
     store.mkdir()
-    _hand_made_store(store)
+    hand_made_store(store)
     with Snapshot.take(store) as taken:
         summary = export(taken, str(tmp_path / "out"))
         (slot,) = status(taken).slots
@@ -479,6 +516,7 @@ def test_fields_that_need_quoting_round_trip(tmp_path: Path) -> None:
         "index.jsonl": 1,
         "metrics.csv": len(HOSTILE_METRICS),
         "observations.csv": 1,
+        "summary.csv": 0,  # no value reads as a number
     }
     rows = read_csv(tmp_path / "out" / "metrics.csv")
     assert {row["metric"]: row["value"] for row in rows} == HOSTILE_METRICS == dict(slot.metrics)
@@ -487,7 +525,7 @@ def test_fields_that_need_quoting_round_trip(tmp_path: Path) -> None:
     assert b'"line\r\nbreak","a\rb"' in data and b'"comma,name","say ""hi"""' in data
     assert data.count(b"\n") == len(HOSTILE_METRICS) + 2  # rows, header, the quoted LF
     (line,) = read_index(tmp_path / "out" / "index.jsonl")
-    assert line["metrics"] == HOSTILE_METRICS
+    assert line["metrics"] == HOSTILE_METRICS and line["metric_numbers"] == {}
 
 
 # --- refusals ----------------------------------------------------------------------------------

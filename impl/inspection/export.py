@@ -8,9 +8,11 @@ byte read, the tree hash and manifest digest compared with its registration) bef
 export can succeed, each artifact once; any failure refuses the whole export with
 ``artifact_corrupt`` and leaves the output directory as it was (a directory this call
 created is removed again). The files are written as temporaries and renamed into place
-only when all four are complete (:mod:`runstore.inspection.atomic_file`). Formats and row
-order live in :mod:`runstore.inspection.export_rows`; the same store always exports to
-the same bytes.
+only when all five are complete (:mod:`runstore.inspection.atomic_file`), in the order
+the temporaries were created: :data:`FILE_NAMES`' order. Formats and row order live in
+:mod:`runstore.inspection.export_rows` (with :mod:`~runstore.inspection.export_runs` and
+:mod:`~runstore.inspection.export_json`) and :mod:`runstore.inspection.export_summary`;
+the same store always exports to the same bytes.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ from runstore.inspection.export_rows import CsvRow
 from runstore.inspection.export_rows import accepted_results
 from runstore.inspection.export_rows import attempt_rows
 from runstore.inspection.export_rows import observation_rows
+from runstore.inspection.export_runs import ParameterColumns
+from runstore.inspection.export_runs import parameter_columns
+from runstore.inspection.export_summary import SUMMARY_COLUMNS
+from runstore.inspection.export_summary import summary_rows
 from runstore.inspection.snapshot import Snapshot
 from runstore.store.publication import objects
 
@@ -49,8 +55,10 @@ ATTEMPTS_FILE: Final = "attempts.csv"
 OBSERVATIONS_FILE: Final = "observations.csv"
 INDEX_FILE: Final = "index.jsonl"
 METRICS_FILE: Final = "metrics.csv"
-FILE_NAMES: Final = (ATTEMPTS_FILE, INDEX_FILE, METRICS_FILE, OBSERVATIONS_FILE)
-"""The files of an export, in the order they are renamed into place."""
+SUMMARY_FILE: Final = "summary.csv"
+FILE_NAMES: Final = (ATTEMPTS_FILE, INDEX_FILE, METRICS_FILE, OBSERVATIONS_FILE, SUMMARY_FILE)
+"""The files of an export, in the order their temporaries are created and renamed into
+place."""
 
 ARTIFACTS_DIR: Final = "artifacts"
 _DIRECTORY_MODE: Final = 0o777  # narrowed by the umask, like any directory the user creates
@@ -75,9 +83,9 @@ class ExportSummary:
 
 
 def export(snapshot: Snapshot, out_dir: str, *, campaign: str | None = None) -> ExportSummary:
-    """Write ``attempts.csv``, ``observations.csv``, ``index.jsonl`` and ``metrics.csv``
-    for every campaign of ``snapshot`` (or for ``campaign``'s candidates: ids starting
-    with ``"<campaign>/"``) into ``out_dir``, replacing files of those names.
+    """Write ``attempts.csv``, ``observations.csv``, ``index.jsonl``, ``metrics.csv`` and
+    ``summary.csv`` for every campaign of ``snapshot`` (or for ``campaign``'s candidates:
+    ids starting with ``"<campaign>/"``) into ``out_dir``, replacing files of those names.
 
     ``out_dir`` may be relative (to the working directory); a missing one is created (its
     parent must exist) and its parent synced. Refusals, each leaving ``out_dir`` as it was:
@@ -218,20 +226,21 @@ def _write_files(
     verifier: ArtifactVerifier,
     campaign: str | None,
 ) -> dict[str, int]:
-    """Write the four temporaries (verifying as rows come); data rows per file."""
+    """Write the five temporaries (verifying as rows come); data rows per file. Every
+    temporary is created first, so the set renames in :data:`FILE_NAMES`' order."""
+    streams = {name: files.create(name) for name in FILE_NAMES}
+    columns = parameter_columns(connection, campaign)
     try:
         counts = {
-            ATTEMPTS_FILE: _write_attempts(
-                files.create(ATTEMPTS_FILE), connection, verifier, campaign
-            ),
+            ATTEMPTS_FILE: _write_attempts(streams[ATTEMPTS_FILE], connection, verifier, campaign),
             OBSERVATIONS_FILE: _write_observations(
-                files.create(OBSERVATIONS_FILE), connection, verifier, campaign
+                streams[OBSERVATIONS_FILE], connection, verifier, campaign
             ),
         }
-        index, metrics = files.create(INDEX_FILE), files.create(METRICS_FILE)
         counts[INDEX_FILE], counts[METRICS_FILE] = _write_results(
-            index, metrics, connection, verifier, campaign
+            streams[INDEX_FILE], streams[METRICS_FILE], connection, verifier, campaign, columns
         )
+        counts[SUMMARY_FILE] = _write_summary(streams[SUMMARY_FILE], connection, campaign, columns)
     except OSError as exc:
         raise DurabilityError(f"cannot write the export in {files.directory}: {exc}") from exc
     return {name: counts[name] for name in FILE_NAMES}
@@ -295,18 +304,33 @@ def _write_results(
     connection: sqlite3.Connection,
     verifier: ArtifactVerifier,
     campaign: str | None,
+    columns: ParameterColumns,
 ) -> tuple[int, int]:
     """``index.jsonl`` and ``metrics.csv`` in one pass over the accepted slots. Their
     artifacts were verified with the attempts and observations already (a no-op here),
     but are checked again so no line can name an unverified artifact."""
     lines = 0
-    out = _CsvFile(metrics, METRIC_COLUMNS)
+    out = _CsvFile(metrics, [*METRIC_COLUMNS, *columns.header()])
     for result in accepted_results(connection, campaign):
         verifier.verify(result.final_artifact)
         for observation in result.observations:
             verifier.verify(observation.artifact)
         index.write(result.index_line())
         lines += 1
-        for row in result.metric_rows():
+        for row in result.metric_rows(columns):
             out.write(row)
     return lines, out.rows
+
+
+def _write_summary(
+    stream: BinaryIO,
+    connection: sqlite3.Connection,
+    campaign: str | None,
+    columns: ParameterColumns,
+) -> int:
+    """``summary.csv``. It names no artifact: its values are those of the selected
+    observations ``observations.csv`` and ``index.jsonl`` name, verified by then."""
+    out = _CsvFile(stream, [*SUMMARY_COLUMNS, *columns.header()])
+    for row in summary_rows(connection, campaign, columns):
+        out.write(row)
+    return out.rows

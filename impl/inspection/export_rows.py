@@ -8,7 +8,9 @@ slot's observation slots for the index). The order of rows, the columns and the 
 of an accepted result are pinned here and in SPEC.md; nothing in this file writes a file
 or touches an artifact: it names the artifacts each row depends on, and the caller
 verifies them. Slot summaries and their merged metrics come from
-:func:`runstore.inspection.reader.summarize`, one page of slots at a time.
+:func:`runstore.inspection.reader.summarize`, one page of slots at a time; a slot's
+repetition and its run's parameters from :mod:`runstore.inspection.export_runs`, and the
+line's encoding from :mod:`runstore.inspection.export_json`.
 """
 
 from __future__ import annotations
@@ -22,8 +24,15 @@ from typing import Final
 import attrs
 from runstore import sql
 from runstore.canonical import JSON
-from runstore.canonical import encode
 from runstore.canonical import ns_to_json
+from runstore.inspection.export_json import LineValue
+from runstore.inspection.export_json import encode_line
+from runstore.inspection.export_json import metric_numbers
+from runstore.inspection.export_runs import ParameterColumns
+from runstore.inspection.export_runs import RunParameters
+from runstore.inspection.export_runs import in_list
+from runstore.inspection.export_runs import run_parameters
+from runstore.inspection.export_runs import slot_repetitions
 from runstore.inspection.reader import CAMPAIGN_CLAUSE
 from runstore.inspection.reader import SlotSummary
 from runstore.inspection.reader import campaign_of
@@ -76,7 +85,9 @@ METRIC_COLUMNS: Final = (
     "observation_id",
     "metric",
     "value",
+    "repetition",
 )
+"""The fixed columns of ``metrics.csv``; the parameter columns follow them."""
 
 
 @attrs.frozen(kw_only=True)
@@ -105,23 +116,29 @@ class SelectedObservation:
     artifact: ArtifactRef
     metrics: tuple[tuple[str, str], ...]
 
-    def to_json(self) -> dict[str, JSON]:
+    def to_line(self) -> dict[str, LineValue]:
+        """This observation as an element of an ``index.jsonl`` line's ``observations``."""
+        texts: dict[str, JSON] = dict(self.metrics)
         return {
             "observation_slot_id": self.observation_slot_id,
             "logical_slot": self.logical_slot,
             "observation_id": self.observation_id,
             "attempt_id": self.attempt_id,
             "artifact": self.artifact.to_json(),
-            "metrics": dict(self.metrics),
+            "metrics": texts,
+            "metric_numbers": metric_numbers(self.metrics),
         }
 
 
 @attrs.frozen(kw_only=True)
 class AcceptedResult:
     """One attempt slot with an accepted attempt: its summary (merged metrics included),
-    the accepted attempt and the selected observations in observation-slot id order."""
+    its repetition, its run's parameters, the accepted attempt and the selected
+    observations in observation-slot id order."""
 
     summary: SlotSummary
+    repetition: int
+    parameters: RunParameters
     attempt_id: str
     retry_index: int
     finished_at_ns: int
@@ -129,9 +146,12 @@ class AcceptedResult:
     observations: tuple[SelectedObservation, ...]
 
     def index_line(self) -> bytes:
-        """The canonical JSON line of ``index.jsonl``, newline included."""
+        """The line of ``index.jsonl``, newline included: canonical JSON, but for the
+        ``metric_numbers`` members, JSON numbers written as their stored text."""
         summary = self.summary
-        line: dict[str, JSON] = {
+        texts: dict[str, JSON] = dict(summary.metrics)
+        observations: list[LineValue] = [item.to_line() for item in self.observations]
+        line: dict[str, LineValue] = {
             "campaign": campaign_of(summary.candidate_id),
             "slot_id": summary.slot_id,
             "run_id": summary.run_id,
@@ -145,15 +165,17 @@ class AcceptedResult:
             "retry_index": self.retry_index,
             "finished_at_ns": ns_to_json(self.finished_at_ns),
             "final_artifact": self.final_artifact.to_json(),
-            "observations": [observation.to_json() for observation in self.observations],
-            "metrics": dict(summary.metrics),
+            "observations": observations,
+            "metrics": texts,
+            "metric_numbers": metric_numbers(summary.metrics),
         }
-        return encode(line) + b"\n"
+        return encode_line(line) + b"\n"
 
-    def metric_rows(self) -> Iterator[CsvRow]:
+    def metric_rows(self, columns: ParameterColumns) -> Iterator[CsvRow]:
         """The rows of ``metrics.csv``: per observation slot (id order), per metric (name
-        order)."""
+        order), each ending with the repetition and ``columns``' cells of the run."""
         summary = self.summary
+        tail: CsvRow = [self.repetition, *columns.cells(self.parameters)]
         head: CsvRow = [
             campaign_of(summary.candidate_id),
             summary.slot_id,
@@ -170,6 +192,7 @@ class AcceptedResult:
                     observation.observation_id,
                     name,
                     value,
+                    *tail,
                 ]
 
 
@@ -182,11 +205,6 @@ def _campaign(campaign: str | None) -> tuple[str, dict[str, Any]]:
     if campaign is None:
         return "", {}
     return f" AND {CAMPAIGN_CLAUSE}", {"prefix": f"{campaign}/"}
-
-
-def _in(ids: Sequence[str]) -> tuple[str, dict[str, Any]]:
-    names = [f":id{i}" for i in range(len(ids))]
-    return ", ".join(names) or "NULL", {f"id{i}": value for i, value in enumerate(ids)}
 
 
 def _paged(
@@ -323,7 +341,7 @@ def _observations(
 ) -> dict[str, list[SelectedObservation]]:
     """The selected observations of some attempt slots (each with its metrics, read as
     ``status`` reads them), by slot."""
-    marks, params = _in(slot_ids)
+    marks, params = in_list(slot_ids)
     found: dict[str, list[SelectedObservation]] = {}
     for row in sql.execute(connection, _SELECTED.format(ids=marks), params):
         found.setdefault(row[0], []).append(
@@ -346,15 +364,20 @@ def _page_results(
     summaries = {
         summary.slot_id: summary for summary in summarize(connection, slot_ids=slot_ids)[0]
     }
-    marks, params = _in(slot_ids)
+    marks, params = in_list(slot_ids)
     accepted = {
         row[0]: row for row in sql.execute(connection, _ACCEPTED_ATTEMPTS.format(ids=marks), params)
     }
     observations = _observations(connection, slot_ids)
+    repetitions = slot_repetitions(connection, slot_ids)
+    parameters = run_parameters(connection, [summary.run_id for summary in summaries.values()])
     for slot_id in slot_ids:
         row = accepted[slot_id]
+        summary = summaries[slot_id]
         yield AcceptedResult(
-            summary=summaries[slot_id],
+            summary=summary,
+            repetition=repetitions[slot_id],
+            parameters=parameters[summary.run_id],
             attempt_id=row[1],
             retry_index=row[2],
             finished_at_ns=row[3],
