@@ -1,18 +1,23 @@
-"""``runstore.inspection.report``: the self-contained HTML page of a status report.
+"""``runstore.inspection.report``: the self-contained HTML page of a benchmark campaign.
 
 A store is built by running a campaign in-process (the real coordinator and writer, a
-scripted executor: several candidates and problems, three metrics, a negative one, a failed
-pair and a pair its candidate does not apply to), read through a snapshot, and rendered.
-The page is parsed with the standard library's :mod:`html.parser` into a small tree, and
-every expectation is derived from the :class:`StatusReport` itself (values compared as
-:class:`Decimal`), never from numbers pinned here. The edge cases (no results, one
-candidate, all-equal values, negative values, many problems, long, hostile and non-numeric
-names and values, warm-ups, several campaigns) use reports built from :class:`SlotSummary`
-values.
+scripted executor): three candidates x four problems with five repetitions each, a metric
+declared ``higher`` (``speed``, within a hundredfold: a linear axis), one declared
+``lower`` with a threshold (``time``, spanning more than a hundredfold: a log axis, one
+candidate noisy enough to be unstable), one undeclared with negative values (``delta``), a
+failed pair and a pair its candidate does not apply to. The page is parsed with the
+standard library's :mod:`html.parser` into a small tree, and every expectation is derived
+from what the store holds, read through :func:`runstore.inspection.results.pair_results`
+and formatted with :mod:`runstore.analysis.numbers` (the numbers ``status`` prints), or
+compared with :func:`runstore.analysis.compare.compare` directly, never from numbers pinned
+here. The layout at 50 x 20, stream curves and the edge cases live in
+``test_report_layout.py``; a real browser's rendering in ``test_report_render.py``.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -24,18 +29,29 @@ from pathlib import Path
 import attrs
 import pytest
 from runstore import RunStore
+from runstore.analysis.compare import compare
+from runstore.analysis.compare import describe
+from runstore.analysis.numbers import bracketed
+from runstore.analysis.numbers import plus_minus
+from runstore.errors import ComparisonInvalidError
+from runstore.inspection.comparison import against_candidate
 from runstore.inspection.reader import SlotState
-from runstore.inspection.reader import SlotSummary
 from runstore.inspection.reader import StatusReport
 from runstore.inspection.reader import status
 from runstore.inspection.report import render_report
+from runstore.inspection.report_file import write_report
+from runstore.inspection.results import MetricResult
+from runstore.inspection.results import PairResult
+from runstore.inspection.results import pair_results
 from runstore.inspection.snapshot import Snapshot
+from runstore.runner.campaign import MetricDeclaration
 from runstore.runner.coordinator import RunOptions
 from runstore.runner.coordinator import run_campaign
 from runstore.runner.executor import WorkOrder
 from runstore.runner.executor import WorkResult
 from runstore.runner.executor import WorkStatus
 
+from conformance.cli.world import runstore
 from conformance.runner.world import Clock
 from conformance.runner.world import Events
 from conformance.runner.world import ScriptedExecutor
@@ -45,9 +61,14 @@ from conformance.runner.world import succeeded
 
 CANDIDATES = ("zeta", "alpha", "mid")
 PROBLEMS = ("p1", "p2", "p3", "p4")
+REPETITIONS = 5
 FAILING = ("zeta", "p4")
+NOISY = "zeta"
+DECLARED = (
+    MetricDeclaration(name="speed", direction="higher", unit="MB/s"),
+    MetricDeclaration(name="time", direction="lower", unit="s", threshold="0.05"),
+)
 VOID = frozenset({"meta", "link", "br", "hr", "img", "input", "wbr", "source"})
-HOSTILE = ("<script>alert(1)</script>", "\"&amp;'<b>", "</td></tr></table><svg onload=x>")
 
 
 # --- a small DOM over html.parser --------------------------------------------------------------
@@ -57,16 +78,22 @@ HOSTILE = ("<script>alert(1)</script>", "\"&amp;'<b>", "</td></tr></table><svg o
 class Node:
     tag: str
     attrs: dict[str, str]
-    children: list[Node] = attrs.field(factory=list)
-    texts: list[str] = attrs.field(factory=list)
+    content: list[Node | str] = attrs.field(factory=list)
+    """Child elements and text, in document order."""
+
+    @property
+    def children(self) -> list[Node]:
+        return [item for item in self.content if isinstance(item, Node)]
 
     def text(self) -> str:
-        return "".join(self.texts) + "".join(child.text() for child in self.children)
+        return "".join(item if isinstance(item, str) else item.text() for item in self.content)
 
     def own_text(self) -> str:
         """Text without the ``<title>`` tooltips of children."""
-        return "".join(self.texts) + "".join(
-            child.own_text() for child in self.children if child.tag != "title"
+        return "".join(
+            item if isinstance(item, str) else item.own_text()
+            for item in self.content
+            if isinstance(item, str) or item.tag != "title"
         )
 
     def walk(self) -> Iterator[Node]:
@@ -80,6 +107,10 @@ class Node:
             for node in self.walk()
             if node.tag == tag and all(node.attrs.get(k) == v for k, v in attributes.items())
         ]
+
+    def having(self, tag: str, css: str) -> list[Node]:
+        """The ``tag`` elements below whose classes include ``css``."""
+        return [node for node in self.find(tag) if css in node.classes()]
 
     def classes(self) -> set[str]:
         return set(self.attrs.get("class", "").split())
@@ -99,19 +130,19 @@ class TreeBuilder(HTMLParser):
 
     def handle_starttag(self, tag: str, attributes: list[tuple[str, str | None]]) -> None:
         node = Node(tag, {key: value or "" for key, value in attributes})
-        self.stack[-1].children.append(node)
+        self.stack[-1].content.append(node)
         if tag not in VOID:
             self.stack.append(node)
 
     def handle_startendtag(self, tag: str, attributes: list[tuple[str, str | None]]) -> None:
-        self.stack[-1].children.append(Node(tag, {key: value or "" for key, value in attributes}))
+        self.stack[-1].content.append(Node(tag, {key: value or "" for key, value in attributes}))
 
     def handle_endtag(self, tag: str) -> None:
         assert self.stack[-1].tag == tag, f"</{tag}> closes <{self.stack[-1].tag}>"
         self.stack.pop()
 
     def handle_data(self, data: str) -> None:
-        self.stack[-1].texts.append(data)
+        self.stack[-1].content.append(data)
 
 
 def parse(page: str) -> Node:
@@ -123,15 +154,73 @@ def parse(page: str) -> Node:
     return builder.root
 
 
+def metric_sections(tree: Node) -> dict[str, Node]:
+    sections = [node for node in tree.find("section") if node.attrs["id"].startswith("metric-")]
+    return {section.find("h3")[0].text(): section for section in sections}
+
+
+def table_cells(table: Node) -> dict[tuple[str, str], Node]:
+    """(candidate id, problem id) -> the cell, from a problems x candidates table whose
+    header cells carry the full ids in ``title``."""
+    header = table.find("thead")[0].find("th")[1:]
+    columns = [th.attrs["title"] for th in header]
+    cells: dict[tuple[str, str], Node] = {}
+    for row in table.find("tbody")[0].find("tr"):
+        problem = row.find("th")[0].attrs["title"]
+        for candidate, cell in zip(columns, row.find("td"), strict=True):
+            cells[(candidate, problem)] = cell
+    return cells
+
+
+def metric_table(section: Node) -> Node:
+    (table,) = section.having("table", "metric")
+    return table
+
+
+def interval_chart(section: Node) -> Node:
+    (chart,) = section.having("svg", "intervals")
+    return chart
+
+
+def chart_pairs(chart: Node) -> dict[tuple[str, str], Node]:
+    return {
+        (g.attrs["data-candidate"], g.attrs["data-problem"]): g for g in chart.having("g", "pair")
+    }
+
+
+def statistics(results: tuple[PairResult, ...]) -> dict[str, dict[tuple[str, str], MetricResult]]:
+    """metric -> (candidate id, problem id) -> its statistics, from the results."""
+    found: dict[str, dict[tuple[str, str], MetricResult]] = {}
+    for pair in results:
+        for metric in pair.metrics:
+            found.setdefault(metric.name, {})[(pair.group.candidate_id, pair.group.problem_id)] = (
+                metric
+            )
+    return found
+
+
+def drawn_values(metric: MetricResult) -> list[float]:
+    summary = metric.summary
+    return [summary.median, summary.ci_low, summary.ci_high, *(v.number for v in metric.values)]
+
+
+def expected_log(values: list[float]) -> bool:
+    """The page's rule, written from SPEC.md 16.4: the largest positive value over the
+    smallest is more than 100."""
+    positive = [value for value in values if value > 0]
+    return bool(positive) and max(positive) / min(positive) > 100
+
+
 # --- the store ---------------------------------------------------------------------------------
 
 
-def metrics_of(candidate: str, problem: str) -> dict[str, object]:
-    i, j = CANDIDATES.index(candidate), PROBLEMS.index(problem)
+def metrics_of(candidate: str, problem: str, repetition: int) -> dict[str, object]:
+    i, j, r = CANDIDATES.index(candidate), PROBLEMS.index(problem), repetition
+    noise = 0.2 if candidate == NOISY else 0.02
     return {
-        "ratio": 1.5 + 0.75 * i + 0.1 * j,
-        "bytes": 1000 - 37 * i * (j + 1),
-        "delta": (i - 1) * 0.5 - j,
+        "speed": 100 + 40 * i + 10 * j + 0.7 * r * (i + 1),
+        "time": 0.001 * 10**j * (1 + i) * (1 + noise * r),
+        "delta": (i - 1) * 0.5 - j + 0.25 * r,
     }
 
 
@@ -140,7 +229,7 @@ def script(order: WorkOrder, nth: int) -> WorkResult:
     pair = (env["RUNSTORE_CANDIDATE"], env["RUNSTORE_PROBLEM"])
     if pair == FAILING:
         return result(WorkStatus.EXITED, 3)
-    return succeeded(metrics_of(*pair))
+    return succeeded(metrics_of(*pair, int(env["RUNSTORE_REPETITION"])))
 
 
 @pytest.fixture(scope="module")
@@ -148,10 +237,15 @@ def store_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("report") / "store"
     root.mkdir()
     clock = Clock()
+    planned = attrs.evolve(
+        campaign(CANDIDATES, PROBLEMS, applies_to={"mid": ("p1", "p2", "p3")}),
+        repetitions=REPETITIONS,
+        metrics=DECLARED,
+    )
     with RunStore.open(str(root)) as store:
         run_campaign(
             store,
-            campaign(CANDIDATES, PROBLEMS, applies_to={"mid": ("p1", "p2", "p3")}),
+            planned,
             ScriptedExecutor(script, clock),
             RunOptions(jobs=2),
             Events(),
@@ -161,82 +255,72 @@ def store_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def report(store_root: Path) -> StatusReport:
+def read(store_root: Path) -> tuple[StatusReport, tuple[PairResult, ...]]:
     with Snapshot.take(store_root) as snapshot:
-        return status(snapshot, campaign="demo")
+        return status(snapshot, campaign="demo"), pair_results(snapshot.connection)
 
 
 @pytest.fixture(scope="module")
-def page(report: StatusReport) -> str:
-    return render_report(report, title="demo campaign")
+def report(read: tuple[StatusReport, tuple[PairResult, ...]]) -> StatusReport:
+    return read[0]
+
+
+@pytest.fixture(scope="module")
+def results(read: tuple[StatusReport, tuple[PairResult, ...]]) -> tuple[PairResult, ...]:
+    return read[1]
+
+
+@pytest.fixture(scope="module")
+def page(report: StatusReport, results: tuple[PairResult, ...]) -> str:
+    return render_report(report, results, title="demo campaign")
+
+
+@pytest.fixture(scope="module")
+def baseline_page(report: StatusReport, results: tuple[PairResult, ...]) -> str:
+    comparison = against_candidate(results, campaign="demo", baseline="alpha")
+    return render_report(report, results, title="demo campaign", comparison=comparison)
 
 
 def short(identifier: str) -> str:
     return identifier.split("/", 1)[1]
 
 
-def accepted_values(report: StatusReport) -> dict[str, dict[tuple[str, str], str]]:
-    """metric -> (candidate id, problem id) -> stored value, from the report."""
-    found: dict[str, dict[tuple[str, str], str]] = {}
-    for slot in report.slots:
-        if slot.state is SlotState.ACCEPTED and slot.role != "warmup":
-            for name, value in slot.metrics:
-                found.setdefault(name, {})[(slot.candidate_id, slot.problem_id)] = value
-    return found
-
-
-def metric_sections(tree: Node) -> dict[str, Node]:
-    sections = [node for node in tree.find("section") if node.attrs["id"].startswith("metric-")]
-    return {section.find("h3")[0].text(): section for section in sections}
-
-
-def table_cells(table: Node) -> dict[tuple[str, str], Node]:
-    """(row header title, column header title) -> the cell, from a candidate x problem
-    table whose headers carry the full ids in ``title``."""
-    header = table.find("thead")[0].find("th")[1:]
-    columns = [th.attrs["title"] for th in header]
-    cells: dict[tuple[str, str], Node] = {}
-    for row in table.find("tbody")[0].find("tr"):
-        name = row.find("th")[0].attrs["title"]
-        for column, cell in zip(columns, row.find("td"), strict=True):
-            cells[(name, column)] = cell
-    return cells
-
-
-def bar_end(rect: Node) -> Decimal:
-    """The y coordinate of a bar's value end (its top, or its bottom below zero)."""
-    y, height = Decimal(rect.attrs["y"]), Decimal(rect.attrs["height"])
-    return y + height if "neg" in rect.classes() else y
-
-
 # --- the campaign's page -----------------------------------------------------------------------
 
 
-def test_the_store_holds_what_the_page_is_checked_against(report: StatusReport) -> None:
-    """Guards the other tests against a vacuous store: several metrics and values, a
-    negative value, a failed pair and a pair without a slot."""
-    values = accepted_values(report)
-    assert set(values) == {"bytes", "delta", "ratio"}
-    assert len(values["ratio"]) == len(CANDIDATES) * len(PROBLEMS) - 2
-    assert any(Decimal(v) < 0 for v in values["delta"].values())
-    assert report.totals["failed"] == 1
-    # An inapplicable pair registers nothing (SPEC.md 15.2): it has no slot at all.
+def test_the_store_holds_what_the_page_is_checked_against(
+    report: StatusReport, results: tuple[PairResult, ...]
+) -> None:
+    """Guards the other tests against a vacuous store: repetitions, declared and undeclared
+    metrics, a log and a linear axis, unstable statistics, negative values, a failed pair and
+    a pair without a slot."""
+    found = statistics(results)
+    assert set(found) == {"delta", "speed", "time"}
+    assert len(found["speed"]) == len(CANDIDATES) * len(PROBLEMS) - 2
+    assert {metric.summary.n for metric in found["speed"].values()} == {REPETITIONS}
+    assert {metric.info.direction for metric in found["speed"].values()} == {"higher"}
+    assert expected_log([v for m in found["time"].values() for v in drawn_values(m)])
+    assert not expected_log([v for m in found["speed"].values() for v in drawn_values(m)])
+    assert any(metric.summary.unstable for metric in found["time"].values())
+    assert any(metric.summary.median < 0 for metric in found["delta"].values())
+    assert report.totals["failed"] == REPETITIONS
     assert ("demo/mid", "demo/p4") not in {(s.candidate_id, s.problem_id) for s in report.slots}
 
 
-def test_the_page_parses_and_is_self_contained(page: str) -> None:
-    tree = parse(page)
-    assert tree.find("html")[0].attrs["lang"] == "en"
-    assert [node.text() for node in tree.find("title")[:1]] == ["demo campaign"]
-    assert tree.find("script") == []
-    assert not re.search(r"https?:|//[a-z]|url\(|@import|javascript:", page, re.IGNORECASE)
-    for node in tree.walk():
-        assert node.tag not in {"img", "link", "iframe", "object", "embed", "use", "image"}
-        assert not any(name.startswith("on") for name in node.attrs), node
-        assert "src" not in node.attrs
-        assert node.attrs.get("href", "#").startswith("#")
-    policy = tree.find("meta", **{"http-equiv": "Content-Security-Policy"})
-    assert "default-src 'none'" in policy[0].attrs["content"]
+def test_the_page_parses_and_is_self_contained(page: str, baseline_page: str) -> None:
+    for text in (page, baseline_page):
+        tree = parse(text)
+        assert tree.find("html")[0].attrs["lang"] == "en"
+        assert [node.text() for node in tree.find("title")[:1]] == ["demo campaign"]
+        assert tree.find("script") == []
+        assert not re.search(r"https?:|//[a-z]|url\(|@import|javascript:", text, re.IGNORECASE)
+        for node in tree.walk():
+            assert node.tag not in {"img", "link", "iframe", "object", "embed", "use", "image"}
+            assert not any(name.startswith("on") for name in node.attrs), node
+            assert "src" not in node.attrs
+            assert node.attrs.get("href", "#").startswith("#")
+        policy = tree.find("meta", **{"http-equiv": "Content-Security-Policy"})
+        assert "default-src 'none'" in policy[0].attrs["content"]
 
 
 def test_every_candidate_and_problem_appears_by_its_name_in_the_campaign(
@@ -267,261 +351,230 @@ def test_the_status_counts_are_the_reports(report: StatusReport, page: str) -> N
     total = tables["Slots by state"].find("tbody")[0].find("td")
     states = [th.text() for th in tables["Slots by state"].find("th")[1:8]]
     assert [int(td.text()) for td in total] == [report.totals[state] for state in states]
+    pairs = table_cells(tables["Slot states per problem and candidate"])
+    for (candidate, problem), cell in pairs.items():
+        slots = [s for s in report.slots if (s.candidate_id, s.problem_id) == (candidate, problem)]
+        counts = Counter(s.state.value for s in slots)
+        if not slots:
+            assert cell.text() == "not registered"
+        else:
+            assert cell.text() == ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
 
 
-def test_every_accepted_value_is_in_its_cell_and_other_cells_show_the_state(
-    report: StatusReport, page: str
+def test_every_pairs_cell_shows_its_median_and_mad_as_status_does(
+    report: StatusReport, results: tuple[PairResult, ...], page: str
 ) -> None:
     sections = metric_sections(parse(page))
-    values = accepted_values(report)
-    assert set(sections) == set(values)
-    states = {(s.candidate_id, s.problem_id): s.state.value for s in report.slots}
+    found = statistics(results)
+    assert set(sections) == set(found)
+    states = Counter((s.candidate_id, s.problem_id, s.state.value) for s in report.slots)
+    checked = unstable = 0
     for metric, section in sections.items():
-        cells = table_cells(section.find("table")[0])
+        cells = table_cells(metric_table(section))
         assert set(cells) == {(c, p) for c in report.by_candidate for p in report.by_problem}
         for pair, cell in cells.items():
-            if pair in values[metric]:
-                assert cell.text() == values[metric][pair]
-            elif pair in report.excluded:
-                assert cell.text() == "excluded"
-            else:
-                assert cell.text() == states.get(pair, "not registered") != "accepted"
+            stats = found[metric].get(pair)
+            if stats is None:
+                expected = [f"{n} {state}" for (c, p, state), n in states.items() if (c, p) == pair]
+                assert cell.text() == (", ".join(expected) or "not registered")
+                continue
+            summary = stats.summary
+            (value,) = cell.having("span", "value")
+            assert value.text() == plus_minus(summary.median, summary.mad, stats.info.unit)
+            (n,) = cell.having("span", "n")
+            assert n.text() == f"n={summary.n}"
+            marks = cell.having("span", "unstable")
+            assert bool(marks) == summary.unstable == ("unstable" in cell.classes())
+            if marks:
+                assert marks[0].attrs["title"] == "unstable: " + "; ".join(summary.reasons)
+                unstable += 1
+            checked += 1
+    assert checked == sum(len(by_pair) for by_pair in found.values()) and unstable > 0
 
 
-def test_one_chart_per_numeric_metric_with_bars_ordered_like_the_values(
-    report: StatusReport, page: str
+def test_direction_is_stated_in_words_and_the_best_median_is_marked_by_it(
+    results: tuple[PairResult, ...], page: str
 ) -> None:
     sections = metric_sections(parse(page))
-    for metric, stored in accepted_values(report).items():
-        charts = sections[metric].find("svg")
-        assert len(charts) == 1
-        bars = [rect for rect in charts[0].find("rect") if "bar" in rect.classes()]
-        shown = {
-            (f"demo/{b.attrs['data-series']}", f"demo/{b.attrs['data-group']}"): b for b in bars
-        }
-        assert len(shown) == len(bars) == len(stored)
-        assert {pair: bar.attrs["data-value"] for pair, bar in shown.items()} == stored
-        for pair, bar in shown.items():
-            assert stored[pair] in bar.find("title")[0].text()
-            assert ("neg" in bar.classes()) == (Decimal(stored[pair]) < 0)
-        ordered = sorted(shown, key=lambda pair: Decimal(stored[pair]))
-        for low, high in pairwise(ordered):
-            if Decimal(stored[low]) < Decimal(stored[high]):
-                assert bar_end(shown[low]) > bar_end(shown[high]), (metric, low, high)
-
-
-def test_each_chart_has_a_few_round_ticks_covering_its_values_and_bars_stand_on_zero(
-    report: StatusReport, page: str
-) -> None:
-    sections = metric_sections(parse(page))
-    for metric, stored in accepted_values(report).items():
-        chart = sections[metric].find("svg")[0]
-        ticks = [Decimal(text.text()) for text in chart.find("text") if "tick" in text.classes()]
-        assert 3 <= len(ticks) <= 8 and Decimal(0) in ticks
-        assert len({high - low for low, high in pairwise(ticks)}) == 1
-        values = [Decimal(value) for value in stored.values()]
-        assert ticks[0] <= min(values) and ticks[-1] >= max(values)
-        (zero,) = [Decimal(line.attrs["y1"]) for line in chart.find("line", **{"class": "zero"})]
-        for bar in chart.find("rect"):
-            if "bar" in bar.classes():
-                y, height = Decimal(bar.attrs["y"]), Decimal(bar.attrs["height"])
-                assert (y if "neg" in bar.classes() else y + height) == zero
-
-
-def test_each_problems_lowest_and_highest_values_are_marked(
-    report: StatusReport, page: str
-) -> None:
-    sections = metric_sections(parse(page))
-    marked_any = False
-    for metric, stored in accepted_values(report).items():
-        cells = table_cells(sections[metric].find("table")[0])
-        for problem in report.by_problem:
-            column = {c: Decimal(v) for (c, p), v in stored.items() if p == problem}
-            distinct = len(set(column.values())) > 1
-            for candidate in report.by_candidate:
+    declared = {d.name: d.direction for d in DECLARED}
+    found = statistics(results)
+    marked = Counter[str]()
+    for metric, section in sections.items():
+        words = section.having("p", "direction")[0].text()
+        if metric in declared:
+            assert f"{declared[metric].capitalize()} is better" in words
+        else:
+            assert "No direction declared" in words and "lower is better" in words
+        cells = table_cells(metric_table(section))
+        for problem in {p for _, p in found[metric]}:
+            medians = {c: m.summary.median for (c, p), m in found[metric].items() if p == problem}
+            differ = len(set(medians.values())) > 1
+            for candidate, median in medians.items():
                 classes = cells[(candidate, problem)].classes()
-                value = column.get(candidate)
-                low = distinct and value == min(column.values())
-                high = distinct and value == max(column.values())
-                assert ("lowest" in classes, "highest" in classes) == (low, high)
-                marked_any = marked_any or low
-    assert marked_any
+                if metric in declared:
+                    pick = min if declared[metric] == "lower" else max
+                    assert ("best" in classes) == (differ and median == pick(medians.values()))
+                    assert not {"lowest", "highest"} & classes
+                else:
+                    assert ("lowest" in classes) == (differ and median == min(medians.values()))
+                    assert ("highest" in classes) == (differ and median == max(medians.values()))
+                    assert "best" not in classes
+                marked.update(classes & {"best", "lowest", "highest"})
+    assert marked["best"] >= 2 and marked["lowest"] >= 1 and marked["highest"] >= 1
 
 
-def test_the_same_report_renders_to_the_same_bytes(store_root: Path, page: str) -> None:
+def test_each_chart_draws_every_pairs_median_interval_and_repetitions(
+    results: tuple[PairResult, ...], page: str
+) -> None:
+    sections = metric_sections(parse(page))
+    for metric, by_pair in statistics(results).items():
+        chart = interval_chart(sections[metric])
+        shown = chart_pairs(chart)
+        assert set(shown) == set(by_pair)
+        where: dict[tuple[str, str], Decimal] = {}
+        for pair, group in shown.items():
+            summary = by_pair[pair].summary
+            log = chart.attrs["data-scale"] == "log"
+            reps = sorted(c.attrs["data-value"] for c in group.having("circle", "rep"))
+            placed = [v.text for v in by_pair[pair].values if v.number > 0 or not log]
+            assert reps == sorted(placed)
+            interval = bracketed(
+                summary.median, summary.ci_low, summary.ci_high, by_pair[pair].info.unit
+            )
+            assert interval in group.find("title")[0].text()
+            medians = group.having("circle", "median")
+            if log and summary.median <= 0:
+                assert medians == []
+                continue
+            (line,) = group.having("line", "ci")
+            x = Decimal(medians[0].attrs["cx"])
+            assert Decimal(line.attrs["x1"]) <= x <= Decimal(line.attrs["x2"])
+            where[pair] = x
+        ordered = sorted(where, key=lambda pair: by_pair[pair].summary.median)
+        for low, high in pairwise(ordered):
+            if by_pair[low].summary.median < by_pair[high].summary.median:
+                assert where[low] < where[high], (metric, low, high)
+
+
+def test_an_axis_is_logarithmic_exactly_when_its_positive_values_span_more_than_100x(
+    results: tuple[PairResult, ...], page: str
+) -> None:
+    sections = metric_sections(parse(page))
+    scales = set()
+    for metric, by_pair in statistics(results).items():
+        chart = interval_chart(sections[metric])
+        log = expected_log([value for m in by_pair.values() for value in drawn_values(m)])
+        assert chart.attrs["data-scale"] == ("log" if log else "linear")
+        title = next(t for t in chart.having("text", "axis"))
+        assert ("log scale" if log else "linear scale") in title.text()
+        labels = [t.text() for t in chart.having("text", "tick")]
+        ticks = sorted({Decimal(label) for label in labels})
+        assert len(ticks) >= 2
+        if log:
+            assert all(math.log10(tick) == int(math.log10(tick)) for tick in ticks)
+        else:
+            assert len({high - low for low, high in pairwise(ticks)}) == 1
+        values = [v for m in by_pair.values() for v in drawn_values(m) if v > 0 or not log]
+        assert ticks[0] <= Decimal(min(values)) and ticks[-1] >= Decimal(max(values))
+        scales.add(log)
+    assert scales == {True, False}
+
+
+def test_without_a_baseline_the_page_says_how_to_get_one(page: str, baseline_page: str) -> None:
+    assert "--baseline CANDIDATE" in parse(page).text()
+    assert parse(page).find("h2", id="baseline") == []
+    assert "--baseline CANDIDATE" not in parse(baseline_page).text()
+
+
+def test_the_baseline_view_holds_compares_ratios_and_words(
+    results: tuple[PairResult, ...], baseline_page: str
+) -> None:
+    tree = parse(baseline_page)
+    assert "alpha" in tree.find("h2", id="baseline")[0].text()
+    tables = {
+        table.find("caption")[0].text().split(" ")[0]: table
+        for section in tree.having("section", "baseline")
+        for table in section.find("table")
+    }
+    found = statistics(results)
+    assert set(tables) == set(found)
+    verdicts = Counter[str]()
+    for metric, table in tables.items():
+        cells = table_cells(table)
+        assert {c for c, _ in cells} == {f"demo/{c}" for c in CANDIDATES} - {"demo/alpha"}
+        for (candidate, problem), cell in cells.items():
+            mine = found[metric].get((candidate, problem))
+            base = found[metric].get(("demo/alpha", problem))
+            if mine is None or base is None:
+                assert cell.text() == "\u2013" and "ratio" not in cell.classes()
+                continue
+            info = base.info
+            expected = compare(
+                [v.number for v in base.values],
+                [v.number for v in mine.values],
+                direction=info.direction,
+                threshold=info.threshold,
+            )
+            assert cell.text() == describe(expected, direction=info.direction, unit=info.unit)
+            for field in ("ratio", "ratio_low", "ratio_high"):
+                value = getattr(expected, field)
+                shown = cell.attrs["data-" + field.replace("_", "-")]
+                assert shown == ("" if value is None else repr(value))
+            verdict = expected.verdict if expected.significant else "same"
+            assert cell.attrs["data-verdict"] == verdict and verdict in cell.classes()
+            verdicts[verdict] += 1
+    assert verdicts["better"] and verdicts["worse"]
+
+
+def test_the_same_report_renders_to_the_same_bytes(
+    store_root: Path, page: str, baseline_page: str
+) -> None:
     with Snapshot.take(store_root) as snapshot:
-        again = status(snapshot, campaign="demo")
-    assert render_report(again, title="demo campaign") == page
-
-
-# --- edge cases, from reports built here ------------------------------------------------------
-
-
-def slot(
-    candidate: str,
-    problem: str,
-    state: SlotState = SlotState.ACCEPTED,
-    metrics: dict[str, str] | None = None,
-    *,
-    role: str = "measurement",
-) -> SlotSummary:
-    run = f"run:{candidate}:{problem}"
-    accepted = state is SlotState.ACCEPTED
-    return SlotSummary(
-        slot_id=f"slot:{candidate}:{problem}:{role}",
-        run_id=run,
-        candidate_id=candidate,
-        problem_id=problem,
-        logical_spec_id=f"{candidate}/{problem}",
-        logical_slot=role,
-        execution_kind="one_shot",
-        role=role,
-        state=state,
-        attempts=0 if state is SlotState.PENDING else 1,
-        accepted_attempt_id="attempt" if accepted else None,
-        latest_attempt_id=None if state is SlotState.PENDING else "attempt",
-        latest_state=None if state is SlotState.PENDING else state.value,
-        latest_failure_code=None,
-        metrics=tuple(sorted((metrics or {}).items())) if accepted else (),
+        again, results = status(snapshot, campaign="demo"), pair_results(snapshot.connection)
+    assert render_report(again, results, title="demo campaign") == page
+    comparison = against_candidate(results, campaign="demo", baseline="alpha")
+    assert (
+        render_report(again, results, title="demo campaign", comparison=comparison) == baseline_page
     )
 
 
-def build(*slots: SlotSummary, excluded: tuple[tuple[str, str], ...] = ()) -> StatusReport:
-    def counts(key: str) -> dict[str, dict[str, int]]:
-        table: dict[str, dict[str, int]] = {}
-        for s in slots:
-            name = s.candidate_id if key == "candidate" else s.problem_id
-            table.setdefault(name, {state.value: 0 for state in SlotState})[s.state.value] += 1
-        return table
+# --- the file and the command ------------------------------------------------------------------
 
-    totals = Counter(s.state.value for s in slots)
-    return StatusReport(
-        slots=tuple(sorted(slots, key=lambda s: (s.candidate_id, s.problem_id, s.logical_slot))),
-        by_candidate=counts("candidate"),
-        by_problem=counts("problem"),
-        totals={state.value: totals[state.value] for state in SlotState},
-        attempts_by_state={},
-        excluded=excluded,
+
+def test_write_report_with_a_baseline_and_its_refusals(store_root: Path, tmp_path: Path) -> None:
+    target = tmp_path / "page.html"
+    target.write_text("older")
+    with Snapshot.take(store_root) as snapshot:
+        for bad in ({"baseline": "nobody"}, {"baseline": "alpha", "campaign": "other"}):
+            with pytest.raises(ComparisonInvalidError):
+                write_report(snapshot, str(target), **bad)  # type: ignore[arg-type]
+            assert target.read_text() == "older"
+        write_report(snapshot, str(target), baseline="alpha", campaign="demo")
+    tree = parse(target.read_text(encoding="utf-8"))
+    assert tree.find("h2", id="baseline") and tree.having("td", "ratio")
+
+
+def test_the_report_command_takes_a_baseline_and_refuses_an_unknown_one(
+    store_root: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "page.html"
+    done = runstore(
+        "report", "--store", str(store_root), "--html", str(target), "--baseline", "alpha"
     )
-
-
-def bars(page: str) -> list[Node]:
-    return [rect for rect in parse(page).find("rect") if "bar" in rect.classes()]
-
-
-def test_no_accepted_results_gives_status_only() -> None:
-    page = render_report(
-        build(slot("c/a", "c/p", SlotState.FAILED), slot("c/b", "c/p", SlotState.PENDING)),
-        title="t",
+    assert done.returncode == 0, done.stderr
+    assert parse(target.read_text(encoding="utf-8")).having("td", "ratio")
+    target.unlink()
+    refused = runstore(
+        "report",
+        "--store",
+        str(store_root),
+        "--html",
+        str(target),
+        "--baseline",
+        "nobody",
+        "--json",
     )
-    tree = parse(page)
-    assert tree.find("svg") == [] and metric_sections(tree) == {}
-    assert "No accepted results yet." in tree.text()
-    pairs = next(t for t in tree.find("table") if "pairs" in t.classes())
-    cells = table_cells(pairs)
-    assert (cells[("c/a", "c/p")].text(), cells[("c/b", "c/p")].text()) == ("failed", "pending")
-    assert render_report(build(), title="empty").count("<svg") == 0
-
-
-def test_one_candidate_and_all_equal_values_mark_nothing() -> None:
-    page = render_report(
-        build(slot("c/a", "c/p", metrics={"m": "3"}), slot("c/a", "c/q", metrics={"m": "3"})),
-        title="t",
-    )
-    assert len(bars(page)) == 2
-    assert len({(b.attrs["y"], b.attrs["height"]) for b in bars(page)}) == 1
-    assert all(not {"lowest", "highest"} & td.classes() for td in parse(page).find("td"))
-    equal = build(*(slot(f"c/{c}", "c/p", metrics={"m": "2.50"}) for c in "xyz"))
-    cells = table_cells(parse(render_report(equal, title="t")).find("section")[0].find("table")[0])
-    assert all(not ({"lowest", "highest"} & cell.classes()) for cell in cells.values())
-    assert {cell.text() for cell in cells.values()} == {"2.50"}
-
-
-def test_negative_values_hang_below_the_zero_line() -> None:
-    values = {"a": "-7", "b": "-0.5", "c": "12", "d": "0"}
-    page = render_report(
-        build(*(slot(f"c/{c}", "c/p", metrics={"m": v}) for c, v in values.items())), title="t"
-    )
-    shown = {b.attrs["data-series"]: b for b in bars(page)}
-    zero = {Decimal(b.attrs["y"]) for b in shown.values() if "neg" in b.classes()}
-    assert len(zero) == 1
-    assert Decimal(shown["c"].attrs["y"]) + Decimal(shown["c"].attrs["height"]) in zero
-    assert bar_end(shown["a"]) > bar_end(shown["b"]) > bar_end(shown["d"]) > bar_end(shown["c"])
-
-
-def test_many_problems_widen_the_chart_and_long_names_are_cut_with_a_tooltip() -> None:
-    def width(problems: int) -> int:
-        report = build(*(slot("c/a", f"c/p{i:03}", metrics={"m": str(i)}) for i in range(problems)))
-        return int(parse(render_report(report, title="t")).find("svg")[0].attrs["width"])
-
-    assert width(200) > width(20) > 0
-    assert width(200) >= 200 * 2 * 16
-    long = "c/" + "candidate-with-a-very-long-name-" * 3
-    page = render_report(build(slot(long, "c/" + "p" * 90, metrics={"m": "1"})), title="t")
-    texts = parse(page).find("svg")[0].find("text")
-    cut = [t for t in texts if t.find("title")]
-    assert {t.find("title")[0].text() for t in cut} == {long[2:], "p" * 90}
-    for text in cut:
-        full, shown = text.find("title")[0].text(), text.own_text()
-        assert shown.endswith("\u2026") and full.startswith(shown[:-1]) and shown != full
-
-
-def test_non_numeric_values_are_tabled_but_not_charted() -> None:
-    report = build(
-        slot("c/a", "c/p", metrics={"m": "fast", "n": "1"}),
-        slot("c/b", "c/p", metrics={"m": "12", "n": "NaN"}),
-        slot("c/c", "c/p", metrics={"m": "1e-07", "n": "2"}),
-    )
-    sections = metric_sections(parse(render_report(report, title="t")))
-    m_bars = [b for b in sections["m"].find("rect") if "bar" in b.classes()]
-    assert sorted(b.attrs["data-value"] for b in m_bars) == ["12", "1e-07"]
-    cells = table_cells(sections["m"].find("table")[0])
-    assert cells[("c/a", "c/p")].text() == "fast"
-    assert "lowest" in cells[("c/c", "c/p")].classes()
-    assert "highest" in cells[("c/b", "c/p")].classes()
-    assert not {"lowest", "highest"} & cells[("c/a", "c/p")].classes()
-    n_cells = table_cells(sections["n"].find("table")[0])
-    assert n_cells[("c/b", "c/p")].text() == "NaN"
-    assert len([b for b in sections["n"].find("rect") if "bar" in b.classes()]) == 2
-
-
-def test_a_warm_up_never_stands_for_its_measurement() -> None:
-    report = build(
-        slot("c/a", "c/p", SlotState.ACCEPTED, role="warmup"),
-        slot("c/a", "c/p", SlotState.FAILED),
-        slot("c/b", "c/p", metrics={"m": "1"}),
-        slot("c/b", "c/p", SlotState.ACCEPTED, role="warmup"),
-    )
-    cells = table_cells(
-        metric_sections(parse(render_report(report, title="t")))["m"].find("table")[0]
-    )
-    assert (cells[("c/a", "c/p")].text(), cells[("c/b", "c/p")].text()) == ("failed", "1")
-
-
-def test_ids_of_several_campaigns_are_shown_in_full() -> None:
-    page = render_report(
-        build(slot("one/a", "one/p", metrics={"m": "1"}), slot("two/a", "two/p")), title="t"
-    )
-    headers = {th.text() for th in parse(page).find("th")}
-    assert {"one/a", "two/a", "one/p", "two/p"} <= headers
-    assert {b.attrs["data-series"] for b in bars(page)} == {"one/a"}
-
-
-@pytest.mark.parametrize("hostile", HOSTILE)
-def test_hostile_names_and_values_are_escaped(hostile: str) -> None:
-    report = build(
-        slot(f"c/{hostile}", f"c/{hostile}", metrics={hostile: "1", "m": hostile}),
-        slot("c/b", f"c/{hostile}", metrics={hostile: "2", "m": "3"}),
-        excluded=((f"c/{hostile}", "c/q"),),
-    )
-    page = render_report(report, title=hostile)
-    tree = parse(page)
-    assert tree.find("script") == [] and tree.find("b") == []
-    assert len(tree.find("svg")) == 2  # the metric named ``hostile`` and ``m``
-    assert all(not any(k.startswith("on") for k in node.attrs) for node in tree.walk())
-    assert tree.find("title")[0].text() == hostile == tree.find("h1")[0].text()
-    assert hostile in metric_sections(tree)
-    assert {b.attrs["data-series"] for b in bars(page)} == {hostile, "b"}
-    cells = table_cells(metric_sections(tree)["m"].find("table")[0])
-    assert cells[(f"c/{hostile}", f"c/{hostile}")].text() == hostile
-    assert render_report(report, title=hostile) == page
+    assert refused.returncode == 2
+    error = json.loads(refused.stdout)
+    assert error["error"] == "comparison_invalid" and "alpha" in error["message"]
+    assert not target.exists()

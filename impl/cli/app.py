@@ -214,8 +214,7 @@ def status(
     width = output.console(sys.stdout).width
     tables, lines = render_status.status_tables(view.to_json(), width)
     output.print_tables(tables)
-    for line in lines:
-        typer.echo(line)
+    output.print_lines(lines)
 
 
 @app.command(
@@ -271,8 +270,7 @@ def compare(
         return
     tables, lines = render_compare.compare_tables(report.to_json())
     output.print_tables(tables)
-    for line in lines:
-        typer.echo(line)
+    output.print_lines(lines)
 
 
 @app.command(epilog="Example:\n\n  runstore explain codecs/zlib-6/text --store /tmp/codecs")
@@ -335,7 +333,8 @@ def export(
     as_json: Json = False,
 ) -> None:
     """Write index.jsonl, attempts.csv, observations.csv and metrics.csv from a private copy
-    of the store, naming only artifacts that verify; rebuildable byte for byte."""
+    of the store, naming only artifacts that verify; rebuildable byte for byte. With them,
+    summary.csv: each candidate x problem x metric's statistics, as status prints them."""
     from runstore.inspection.export import export as write_export
     from runstore.inspection.snapshot import Snapshot
 
@@ -349,7 +348,10 @@ def export(
     typer.echo(f"verified artifacts: {summary.verified_artifacts}")
 
 
-@app.command(epilog="Example:\n\n  runstore report --store /tmp/codecs --html codecs.html")
+@app.command(
+    epilog="Examples:\n\n  runstore report --store /tmp/codecs --html codecs.html\n\n"
+    "  runstore report --store /tmp/codecs --html codecs.html --baseline zlib-6"
+)
 def report(
     store: Store,
     html: Annotated[Path, typer.Option("--html", help="The page to write (replaced).")],
@@ -357,15 +359,24 @@ def report(
         str | None, typer.Option("--campaign", help="Only this campaign's slots.")
     ] = None,
     title: Annotated[str | None, typer.Option("--title", help="The page's title.")] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Add each other candidate's ratio to this one, per problem and metric.",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
-    """One self-contained HTML page: status, accepted metrics per candidate x problem, and
-    a chart per metric."""
+    """One self-contained HTML page: each pair's median ± MAD per metric with charts, the
+    status, and with --baseline every candidate's ratio to a baseline candidate."""
     from runstore.inspection.report_file import write_report
     from runstore.inspection.snapshot import Snapshot
 
     with _errors(as_json), Snapshot.take(os.path.abspath(store)) as snapshot:
-        written = write_report(snapshot, str(html), campaign=campaign, title=title)
+        written = write_report(
+            snapshot, str(html), campaign=campaign, title=title, baseline=baseline
+        )
     if as_json:
         output.print_json({"html": written})
     else:

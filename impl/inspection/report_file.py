@@ -1,7 +1,11 @@
 """Writing the HTML report of a snapshot to one file (SPEC.md section 16.4).
 
 Rules of this file: the page comes from :func:`runstore.inspection.report.render_report`
-over :func:`runstore.inspection.reader.status`; it is written with
+over :func:`runstore.inspection.reader.status`, the pairs' statistics
+(:func:`runstore.inspection.results.pair_results`) and, with a baseline, ``compare``'s
+:func:`runstore.inspection.comparison.against_candidate` (so its refusals are
+``compare --baseline``'s); everything is read and every refusal made before the file is
+touched. It is written with
 :class:`~runstore.inspection.atomic_file.AtomicFiles` (a temporary beside the target,
 fsync, replacing rename, directory fsync), never inside the store root. Nothing else.
 """
@@ -14,25 +18,49 @@ from runstore.errors import InvalidRecordError
 from runstore.errors import UnsafePathError
 from runstore.inspection.atomic_file import AtomicFiles
 from runstore.inspection.atomic_file import refuse_inside_store
+from runstore.inspection.comparison import against_candidate
 from runstore.inspection.reader import status
 from runstore.inspection.report import render_report
+from runstore.inspection.results import pair_results
 from runstore.inspection.snapshot import Snapshot
 
 
 def write_report(
-    snapshot: Snapshot, path: str, *, campaign: str | None = None, title: str | None = None
+    snapshot: Snapshot,
+    path: str,
+    *,
+    campaign: str | None = None,
+    title: str | None = None,
+    baseline: str | None = None,
 ) -> str:
-    """Render ``snapshot``'s report (one ``campaign``'s slots, or all) and install it at
-    ``path``, replacing an older file; returns the absolute path.
+    """Render ``snapshot``'s report (one ``campaign``'s slots, or all; with ``baseline``,
+    every other candidate of the campaign against that one) and install it at ``path``,
+    replacing an older file; returns the absolute path.
 
     Refusals, each leaving ``path`` as it was: ``invalid_record`` (``path`` not a nonempty
-    str without NUL, ``campaign`` or ``title`` not a str or None, an empty or multi-line
-    title); ``unsafe_path`` (``path`` lies inside the store root, is a directory or a
-    link, or its directory is missing); ``durability_failed`` (a write, fsync or rename
-    failed)."""
+    str without NUL, ``campaign``, ``title`` or ``baseline`` not a str or None, an empty or
+    multi-line title); ``unsafe_path`` (``path`` lies inside the store root, is a directory
+    or a link, or its directory is missing); ``comparison_invalid`` (with ``baseline``: no
+    campaign with results, several without ``campaign``, an unknown campaign or a
+    candidate the campaign does not have, the message listing what the store holds);
+    ``durability_failed`` (a write, fsync or rename failed)."""
     target = _target(snapshot, path, campaign, title)
+    if baseline is not None and not isinstance(baseline, str):
+        raise InvalidRecordError(f"baseline must be a str or None, not {type(baseline).__name__}")
     heading = title if title is not None else f"runstore report: {campaign or snapshot.root}"
-    page = render_report(status(snapshot, campaign=campaign), title=heading)
+    every = pair_results(snapshot.connection)
+    comparison = (
+        against_candidate(every, campaign=campaign, baseline=baseline)
+        if baseline is not None
+        else None
+    )
+    # The same rule as the reader's campaign filter: a candidate id starting "<campaign>/".
+    results = [
+        r for r in every if campaign is None or r.group.candidate_id.startswith(f"{campaign}/")
+    ]
+    page = render_report(
+        status(snapshot, campaign=campaign), results, title=heading, comparison=comparison
+    )
     with AtomicFiles(os.path.dirname(target)) as files:
         files.create(os.path.basename(target)).write(page.encode("utf-8"))
         files.commit()
