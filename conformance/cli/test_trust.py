@@ -50,16 +50,17 @@ def test_validate_and_audit_pass_on_the_demo_campaign(demo: Path) -> None:
     validated = runstore("validate", "--store", str(demo))
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert validated.stdout.strip().endswith(validated.stdout.strip().splitlines()[-1])
-    assert ": ok; checked " in validated.stdout and "28 attempts" in validated.stdout
+    assert ": ok; checked " in validated.stdout and "140 attempts" in validated.stdout
     document = json.loads(runstore("validate", "--store", str(demo), "--json", "--quick").stdout)
     assert (document["ok"], document["quick"], document["findings"]) == (True, True, [])
-    # 28 attempt artifacts, 28 observations and the run's one environment artifact
-    assert document["checked"]["artifacts"] == 57
+    # 7 candidates x 4 problems x 5 repetitions = 140 slots: 140 attempt artifacts, 140
+    # observations and the run's one environment artifact
+    assert document["checked"]["artifacts"] == 281
     audited = runstore("audit", "--store", str(demo), "--json")
     assert audited.returncode == 0, audited.stdout
     report = json.loads(audited.stdout)
-    assert (report["ok"], report["attempts"], report["divergence"]) == (True, 28, None)
-    assert report["events"] == 28 * 9  # reserve, 4 advances, validating, 2 finalization, 1 obs
+    assert (report["ok"], report["attempts"], report["divergence"]) == (True, 140, None)
+    assert report["events"] == 140 * 9  # reserve, 4 advances, validating, 2 finalization, 1 obs
 
 
 def test_a_flipped_artifact_byte_fails_validate_with_its_finding(damaged: Path) -> None:
@@ -91,32 +92,35 @@ def test_a_row_edited_outside_the_writer_fails_audit_at_its_event(damaged: Path)
     assert isinstance(document["divergence"]["sequence"], int)
 
 
-def test_export_writes_the_four_files_and_rebuilds_them_byte_for_byte(
+def test_export_writes_the_five_files_and_rebuilds_them_byte_for_byte(
     demo: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "export"
     done = runstore("export", "--store", str(demo), "--out", str(out), "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert summary["files"]["index.jsonl"] == 28 and summary["verified_artifacts"] == 56
+    status = json.loads(runstore("status", "--store", str(demo), "--json").stdout)
+    accepted = [slot for slot in status["slots"] if slot["state"] == "accepted"]
+    assert accepted and summary["files"]["index.jsonl"] == len(accepted)
+    # Every accepted slot's attempt artifact and its one observation's, all verified.
+    assert summary["verified_artifacts"] == 2 * len(accepted)
+    assert summary["files"]["summary.csv"] == sum(len(r["metrics"]) for r in status["results"])
     assert sorted(os.listdir(out)) == [
         "attempts.csv",
         "index.jsonl",
         "metrics.csv",
         "observations.csv",
+        "summary.csv",
     ]
     first = {name: (out / name).read_bytes() for name in os.listdir(out)}
     again = runstore("export", "--store", str(demo), "--out", str(out))
-    assert again.returncode == 0 and "index.jsonl: 28 rows" in again.stdout
+    assert again.returncode == 0 and f"index.jsonl: {len(accepted)} rows" in again.stdout
+    assert "summary.csv: " in again.stdout
     assert {name: (out / name).read_bytes() for name in os.listdir(out)} == first
-    status = json.loads(runstore("status", "--store", str(demo), "--json").stdout)
-    ratios = {
-        (slot["candidate_id"], slot["problem_id"]): slot["metrics"]["ratio"]
-        for slot in status["slots"]
-    }
+    ratios = {slot["slot_id"]: slot["metrics"]["ratio"] for slot in accepted}
     with open(out / "metrics.csv", newline="", encoding="utf-8") as handle:
         exported = {
-            (row["candidate_id"], row["problem_id"]): row["value"]
+            row["slot_id"]: row["value"]
             for row in csv.DictReader(handle)
             if row["metric"] == "ratio"
         }
