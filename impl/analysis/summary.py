@@ -194,8 +194,8 @@ def summarize(values: Iterable[float], *, threshold: float | None = None) -> Sum
         # A zero median has no relative spread: any nonzero MAD counts as over.
         spread = mad / abs(median) if median != 0.0 else math.inf
         if spread > limit and math.isfinite(100.0 * spread):
-            over, threshold = _over(spread, limit)
-            reasons.append(f"spread {over} of the median exceeds the {threshold} threshold")
+            over, bound = _over(spread, limit)
+            reasons.append(f"spread {over} of the median exceeds the {bound} threshold")
         elif spread > limit:  # too large a fraction to write as a percentage
             reasons.append(
                 f"spread around a median of {significant(median)} exceeds the "

@@ -15,6 +15,7 @@ import os
 import select
 import stat
 import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -267,3 +268,15 @@ def print_tables(tables: Sequence[Table]) -> None:
     for grid in tables:
         out.print(grid)
         out.print()
+
+
+def print_lines(lines: Sequence[str]) -> None:
+    """Each line, wrapped at word boundaries to the console's width (a continuation indented
+    by two spaces), so a terminal never breaks a word in two."""
+    width = console(sys.stdout).width
+    for line in lines:
+        wrapped = textwrap.wrap(
+            line, width=max(width, 20), subsequent_indent="  ", break_on_hyphens=False
+        )
+        sys.stdout.write("\n".join(wrapped or [""]) + "\n")
+    sys.stdout.flush()

@@ -46,12 +46,23 @@ def status_tables(document: Mapping[str, Any], width: int) -> tuple[list[Table],
     return tables, unstable_lines(results)
 
 
+ALWAYS_SHOWN: Final = ("accepted", "failed")
+"""The count columns every per-candidate and per-problem table shows; another state's
+column appears only when some slot is in it (the ``total`` table shows all seven), so the
+table fits 80 columns without breaking a header."""
+
+
 def _counts(title: str, label: str, counts: Mapping[str, Mapping[str, int]]) -> Table:
+    states = [
+        state
+        for state in STATES
+        if state in ALWAYS_SHOWN or any(by_state.get(state, 0) for by_state in counts.values())
+    ]
     rows = [
-        [_short(name), *(by_state.get(state, 0) for state in STATES)]
+        [_short(name), *(by_state.get(state, 0) for state in states)]
         for name, by_state in sorted(counts.items())
     ]
-    return table(title, [label, *STATES], rows)
+    return table(title, [label, *states], rows)
 
 
 def _short(identifier: str) -> str:
