@@ -19,7 +19,6 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -117,12 +116,6 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture
-def snapshot(root: Path) -> Iterator[Snapshot]:
-    with Snapshot.take(root) as taken:
-        yield taken
-
-
 def read_csv(path: Path) -> list[dict[str, str]]:
     data = path.read_bytes()
     assert data.endswith(b"\n") and not data.endswith(b"\r\n")
@@ -180,14 +173,6 @@ def attempts_by_id(snapshot: Snapshot) -> dict[str, tuple[str, AttemptInfo]]:
         for attempt in explain(snapshot, summary.slot_id).attempts:
             found[attempt.id] = (summary.slot_id, attempt)
     return found
-
-
-@pytest.fixture(scope="module")
-def exported(root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ExportSummary]:
-    out = tmp_path_factory.mktemp("out") / "export"
-    with Snapshot.take(root) as taken:
-        summary = export(taken, str(out))
-    return out, summary
 
 
 # --- content -----------------------------------------------------------------------------------

@@ -124,20 +124,6 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture
-def snapshot(root: Path) -> Iterator[Snapshot]:
-    with Snapshot.take(root) as taken:
-        yield taken
-
-
-@pytest.fixture(scope="module")
-def exported(root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ExportSummary]:
-    out = tmp_path_factory.mktemp("out") / "export"
-    with Snapshot.take(root) as taken:
-        summary = export(taken, str(out))
-    return out, summary
-
-
 def canonical_text(value: object) -> str:
     """How a parameter cell holds a stored value, stated independently of the export."""
     if isinstance(value, str):

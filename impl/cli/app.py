@@ -273,10 +273,16 @@ def compare(
     output.print_lines(lines)
 
 
-@app.command(epilog="Example:\n\n  runstore explain codecs/zlib-6/text --store /tmp/codecs")
+@app.command(
+    epilog="Example:\n\n  runstore explain codecs/zlib-6/text-1m/measurement-2 --store .demo-store"
+)
 def explain(
     target: Annotated[
-        str, typer.Argument(help="An attempt slot id, an attempt id or CAMPAIGN/CANDIDATE/PROBLEM.")
+        str,
+        typer.Argument(
+            help="An attempt slot id, an attempt id, CAMPAIGN/CANDIDATE/PROBLEM (a pair with one"
+            " slot) or CAMPAIGN/CANDIDATE/PROBLEM/SLOT (measurement-2: its third repetition)."
+        ),
     ],
     store: Store,
     as_json: Json = False,

@@ -49,7 +49,10 @@ REMEDIES: Mapping[str, str] = {
         "retry if a writer kept changing the database; if it is damaged, runstore validate says how"
     ),
     "inspection_unsafe": "inspect from a process that does not hold the store open",
-    "unknown_slot": "pass an attempt slot id, an attempt id or CAMPAIGN/CANDIDATE/PROBLEM",
+    "unknown_slot": (
+        "pass an attempt slot id, an attempt id, CAMPAIGN/CANDIDATE/PROBLEM or"
+        " CAMPAIGN/CANDIDATE/PROBLEM/SLOT (runstore status lists the pairs)"
+    ),
 }
 
 
