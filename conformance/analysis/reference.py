@@ -43,17 +43,15 @@ def u_distribution_by_recurrence(m: int, n: int) -> tuple[int, ...]:
 
 def moses_index(m: int, n: int) -> tuple[int, float]:
     """``(k, coverage)`` of the Moses interval by direct search over the recurrence's
-    distribution: the largest ``k <= (m*n + 1) / 2`` whose coverage ``1 - 2 P(U <= k - 1)``
-    is at least 0.95, or 1 when none is."""
+        distribution: the largest ``k <= (m*n + 1) / 2`` whose coverage ``1 - 2 P(U <= k - 1)``
+        is at least 0.95 (decided in integers), or 1 when none is; the coverage is one division
+    of integers."""
     counts = u_distribution_by_recurrence(m, n)
     total = math.comb(m + n, m)
-
-    def coverage(k: int) -> float:
-        return 1 - 2 * sum(counts[:k]) / total
-
-    good = [k for k in range(1, (m * n + 1) // 2 + 1) if coverage(k) >= 0.95]
+    # 1 - 2 * count / total >= 0.95 is 40 * count <= total.
+    good = [k for k in range(1, (m * n + 1) // 2 + 1) if 40 * sum(counts[:k]) <= total]
     k = max(good) if good else 1
-    return k, coverage(k)
+    return k, (total - 2 * sum(counts[:k])) / total
 
 
 def median_index(n: int) -> tuple[int, float]:

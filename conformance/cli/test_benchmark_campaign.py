@@ -46,6 +46,7 @@ from typing import Any
 import attrs
 import pytest
 
+from conformance.analysis.reference import moses_index
 from conformance.cli.world import RUNSTORE
 from conformance.cli.world import json_lines
 from conformance.cli.world import runstore
@@ -334,36 +335,6 @@ def test_the_export_holds_exactly_what_the_worker_measured(benchmarked: Benchmar
 
 
 # --- the statistics, recomputed (SPEC 17.1 and 17.3) ---
-
-
-def u_null_counts(m: int, n: int) -> list[int]:
-    """``counts[u]``: of the C(m+n, m) equally likely placements of the first sample's ranks
-    among ``1 .. m+n``, how many give ``U = u`` (rank sum minus m(m+1)/2), counted by
-    dynamic programming over subsets of ranks and their sums."""
-    top = sum(range(n + 1, m + n + 1))
-    ways = [[0] * (top + 1) for _ in range(m + 1)]  # ways[j][s]: j ranks summing to s
-    ways[0][0] = 1
-    for rank in range(1, m + n + 1):
-        for chosen in range(min(m, rank), 0, -1):
-            row, fewer = ways[chosen], ways[chosen - 1]
-            for total in range(top, rank - 1, -1):
-                row[total] += fewer[total - rank]
-    least = m * (m + 1) // 2
-    return ways[m][least : least + m * n + 1]
-
-
-def moses_index(m: int, n: int) -> tuple[int, float]:
-    """``(k, coverage)``: the largest k <= (mn+1)/2 whose interval covers at least 95%,
-    ``1 - 2 P(U <= k-1) >= 0.95``, decided in integers as ``40 * #{U <= k-1} <= C(m+n, m)``;
-    and that coverage."""
-    counts = u_null_counts(m, n)
-    total = math.comb(m + n, m)
-    assert sum(counts) == total
-    k = max(
-        (k for k in range(1, (m * n + 1) // 2 + 1) if 40 * sum(counts[:k]) <= total),
-        default=1,
-    )
-    return k, (total - 2 * sum(counts[:k])) / total
 
 
 def expected_comparison(

@@ -178,3 +178,50 @@ def test_compare_refuses_names_the_store_does_not_hold(
     assert "error: comparison_invalid: " in refused.stderr and fragment in refused.stderr
     as_json = runstore("compare", "--store", str(store), *arguments, "--json")
     assert json.loads(as_json.stdout)["error"] == "comparison_invalid"
+
+
+HUGE_WORKER = """\
+import json, os
+repetition = int(os.environ["RUNSTORE_REPETITION"])
+# Repetition 0 reports a value past the statistics' bound of 1e300 (SPEC.md 17.2).
+base = {"a": 5.0, "b": 7.0}[os.environ["RUNSTORE_CANDIDATE"]]
+x = 1e305 if repetition == 0 else base + repetition
+with open(os.path.join(os.environ["RUNSTORE_OUTPUT_DIR"], "result.json"), "w") as out:
+    json.dump({"metrics": {"x": x}}, out)
+"""
+
+
+def test_a_value_past_the_statistics_bound_is_left_out_and_every_reader_still_answers(
+    tmp_path: Path,
+) -> None:
+    """A worker may write any finite number; one the statistics cannot take (over 1e300) is
+    left out of its pair's values (n counts one fewer than the slots) instead of failing
+    status, compare, report and export with invalid_record, as it did."""
+    (tmp_path / "w.py").write_text(HUGE_WORKER)
+    lines = ["[campaign]", 'name = "huge"', "repetitions = 4"]
+    for name in ("a", "b"):
+        lines += ["[[candidates]]", f'name = "{name}"', 'command = ["{python}", "w.py"]']
+        lines += ['files = ["w.py"]']
+    lines += ["[[problems]]", 'name = "p"']
+    (tmp_path / "c.toml").write_text("\n".join(lines) + "\n")
+    store = str(tmp_path / "store")
+    done = runstore("run", str(tmp_path / "c.toml"), "--store", store, "--init")
+    assert done.returncode == 0, done.stderr
+    shown = runstore("status", "--store", store, "--json")
+    assert shown.returncode == 0, shown.stderr
+    for result in json.loads(shown.stdout)["results"]:
+        assert result["slots"] == 4
+        metric = result["metrics"]["x"]
+        assert metric["statistics"]["n"] == 3 and "1e+305" not in metric["values"]
+    compared = runstore("compare", "--store", store, "--baseline", "a", "--json")
+    assert compared.returncode == 0, compared.stderr
+    (row,) = json.loads(compared.stdout)["rows"]
+    # Hodges-Lehmann over the three values each side kept: a 6, 7, 8 and b 8, 9, 10.
+    ratios = sorted(mine / theirs for mine in (8.0, 9.0, 10.0) for theirs in (6.0, 7.0, 8.0))
+    assert row["comparison"]["ratio"] == pytest.approx(ratios[4], rel=1e-12)
+    page = runstore("report", "--store", store, "--html", str(tmp_path / "r.html"))
+    assert page.returncode == 0, page.stderr
+    exported = runstore("export", "--store", store, "--out", str(tmp_path / "out"))
+    assert exported.returncode == 0, exported.stderr
+    summary = (tmp_path / "out" / "summary.csv").read_text().splitlines()
+    assert len(summary) == 3 and all(",x," in line for line in summary[1:])

@@ -30,12 +30,12 @@ from runstore.inspection.export_json import encode_line
 from runstore.inspection.export_json import metric_numbers
 from runstore.inspection.export_runs import ParameterColumns
 from runstore.inspection.export_runs import RunParameters
-from runstore.inspection.export_runs import in_list
 from runstore.inspection.export_runs import run_parameters
 from runstore.inspection.export_runs import slot_repetitions
 from runstore.inspection.reader import CAMPAIGN_CLAUSE
 from runstore.inspection.reader import SlotSummary
 from runstore.inspection.reader import campaign_of
+from runstore.inspection.reader import in_list
 from runstore.inspection.reader import observation_metrics
 from runstore.inspection.reader import summarize
 

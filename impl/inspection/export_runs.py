@@ -8,15 +8,13 @@ scope collects the distinct names (SQLite's ``json_each``, so memory holds names
 records). A row's cells then come from its own run's ``specification``, read here by one
 rule for every file: ``parameters`` and ``candidate_parameters`` when they are objects,
 else none. A parameter value is written as its canonical text (:func:`parameter_text`).
-The repetition is the attempt slot's ``specification.repetition`` when it is an integer
-of at least 0, else 0 (the rule of :mod:`runstore.inspection.measurements`, restated
-here because that module keeps it private), so nothing depends on how a runner names its
+The repetition is :func:`runstore.inspection.measurements.repetition_of`'s (the rule
+``status`` and ``compare`` group values by), so nothing depends on how a runner names its
 slots.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -26,6 +24,9 @@ import attrs
 from runstore import sql
 from runstore.canonical import JSON
 from runstore.canonical import encode
+from runstore.inspection.measurements import repetition_of
+from runstore.inspection.measurements import specification_of
+from runstore.inspection.reader import in_list
 from runstore.inspection.reader import scope
 
 PROBLEM_PREFIX: Final = "param."
@@ -115,22 +116,6 @@ def parameter_columns(connection: sqlite3.Connection, campaign: str | None) -> P
     return ParameterColumns(problem=found[PROBLEM_KEY], candidate=found[CANDIDATE_KEY])
 
 
-def _specification(record_json: str) -> dict[str, JSON]:
-    """A record's ``specification`` object; ``{}`` when it has none."""
-    try:
-        record = json.loads(record_json)
-    except ValueError:
-        return {}
-    found = record.get("specification") if isinstance(record, dict) else None
-    return found if isinstance(found, dict) else {}
-
-
-def in_list(ids: Sequence[str]) -> tuple[str, dict[str, str]]:
-    """The placeholders of ``IN (...)`` for ``ids`` (``NULL`` for none) and their values."""
-    names = [f":id{i}" for i in range(len(ids))]
-    return ", ".join(names) or "NULL", {f"id{i}": value for i, value in enumerate(ids)}
-
-
 def run_parameters(
     connection: sqlite3.Connection, run_ids: Sequence[str]
 ) -> dict[str, RunParameters]:
@@ -138,16 +123,9 @@ def run_parameters(
     marks, params = in_list(sorted(set(run_ids)))
     query = f"SELECT r.id, r.record_json FROM resolved_runs AS r WHERE r.id IN ({marks})"
     return {
-        run_id: RunParameters.of(_specification(record_json))
+        run_id: RunParameters.of(specification_of(record_json))
         for run_id, record_json in sql.execute(connection, query, params)
     }
-
-
-def repetition_of(specification: Mapping[str, JSON]) -> int:
-    """An attempt slot's repetition: ``specification.repetition`` when it is an integer of
-    at least 0 (never a boolean), else 0."""
-    repetition = specification.get("repetition", 0)
-    return repetition if type(repetition) is int and repetition >= 0 else 0
 
 
 def slot_repetitions(connection: sqlite3.Connection, slot_ids: Sequence[str]) -> dict[str, int]:
@@ -155,6 +133,6 @@ def slot_repetitions(connection: sqlite3.Connection, slot_ids: Sequence[str]) ->
     marks, params = in_list(sorted(set(slot_ids)))
     query = f"SELECT s.id, s.record_json FROM attempt_slots AS s WHERE s.id IN ({marks})"
     return {
-        slot_id: repetition_of(_specification(record_json))
+        slot_id: repetition_of(specification_of(record_json))
         for slot_id, record_json in sql.execute(connection, query, params)
     }

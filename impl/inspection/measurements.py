@@ -22,6 +22,7 @@ from typing import Final
 
 import attrs
 from runstore import sql
+from runstore.analysis.summary import MAX_MAGNITUDE
 from runstore.canonical import JSON
 from runstore.inspection.reader import campaign_of
 from runstore.inspection.reader import observation_metrics
@@ -126,13 +127,21 @@ WHERE a.state = 'accepted' AND s.role = 'measurement'
 """
 
 
-def _object(text: str, key: str) -> dict[str, JSON]:
+def specification_of(record_json: str) -> dict[str, JSON]:
+    """A run's or an attempt slot's ``specification`` object; ``{}`` when it has none."""
     try:
-        document = json.loads(text)
+        document = json.loads(record_json)
     except ValueError:
         return {}
-    found = document.get(key) if isinstance(document, dict) else None
+    found = document.get("specification") if isinstance(document, dict) else None
     return found if isinstance(found, dict) else {}
+
+
+def repetition_of(specification: Mapping[str, JSON]) -> int:
+    """An attempt slot's repetition: ``specification.repetition`` when it is an integer of
+    at least 0 (never a boolean), else 0."""
+    repetition = specification.get("repetition", 0)
+    return repetition if type(repetition) is int and repetition >= 0 else 0
 
 
 def _declared(specification: Mapping[str, JSON]) -> dict[str, MetricInfo]:
@@ -158,11 +167,15 @@ def _declared(specification: Mapping[str, JSON]) -> dict[str, MetricInfo]:
 
 
 def _finite(text: str) -> float | None:
+    """``text`` as a float the statistics take: finite and at most
+    :data:`~runstore.analysis.summary.MAX_MAGNITUDE` in magnitude; None otherwise (left
+    out, as a text that is not a number is: a pair's ``n`` then shows fewer values than
+    slots, and nothing a worker wrote makes a reading command fail)."""
     try:
         number = float(text)
     except ValueError:
         return None
-    return number if math.isfinite(number) else None
+    return number if math.isfinite(number) and abs(number) <= MAX_MAGNITUDE else None
 
 
 def _short(identifier: str) -> str:
@@ -179,9 +192,7 @@ def measurement_groups(
     slot_counts: dict[str, int] = {}
     query, params = scope(_SLOTS, campaign, None, "s.id")
     for slot_id, run_id, record_json in sql.execute(connection, query, params):
-        repetition = _object(record_json, "specification").get("repetition", 0)
-        index = repetition if type(repetition) is int and repetition >= 0 else 0
-        repetitions[slot_id] = (run_id, index)
+        repetitions[slot_id] = (run_id, repetition_of(specification_of(record_json)))
         slot_counts[run_id] = slot_counts.get(run_id, 0) + 1
 
     merged: dict[str, dict[str, str]] = {}
@@ -227,7 +238,7 @@ def measurement_groups(
     groups: list[Group] = []
     query, params = scope(_RUNS, campaign, None, "r.id")
     for run_id, candidate_id, problem_id, record_json in sql.execute(connection, query, params):
-        specification = _object(record_json, "specification")
+        specification = specification_of(record_json)
         parameters = specification.get("parameters")
         candidate_parameters = specification.get("candidate_parameters")
         by_metric = values.get(run_id, {})

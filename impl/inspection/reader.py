@@ -191,6 +191,13 @@ CAMPAIGN_CLAUSE: Final = "substr(r.candidate_id, 1, length(:prefix)) = :prefix"
 keeps one campaign's candidates; ``status``, ``export`` and ``report`` share it."""
 
 
+def in_list(ids: Sequence[str], name: str = "id") -> tuple[str, dict[str, str]]:
+    """The placeholders of ``IN (...)`` for ``ids`` (``:<name>0, :<name>1, ...``; ``NULL``
+    for none) and their values."""
+    marks = [f":{name}{i}" for i in range(len(ids))]
+    return ", ".join(marks) or "NULL", {f"{name}{i}": value for i, value in enumerate(ids)}
+
+
 def scope(
     base: str, campaign: str | None, slot_ids: Sequence[str] | None, slot_column: str
 ) -> tuple[str, dict[str, object]]:
@@ -201,9 +208,9 @@ def scope(
         clauses.append(CAMPAIGN_CLAUSE)
         params["prefix"] = f"{campaign}/"
     if slot_ids is not None:
-        names = [f":slot{i}" for i in range(len(slot_ids))]
-        clauses.append(f"{slot_column} IN ({', '.join(names) or 'NULL'})")
-        params.update({f"slot{i}": slot_id for i, slot_id in enumerate(slot_ids)})
+        marks, values = in_list(slot_ids, "slot")
+        clauses.append(f"{slot_column} IN ({marks})")
+        params.update(values)
     if not clauses:
         return base, params
     joiner = " AND " if "WHERE" in base else " WHERE "

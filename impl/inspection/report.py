@@ -97,14 +97,21 @@ def _meta(report: StatusReport, grid: Grid) -> str:
     parts = []
     if grid.campaign is not None:
         parts.append(f"campaign {escape(grid.campaign)}")
-    parts.append(f"{len(grid.candidates)} candidates &times; {len(grid.problems)} problems")
+    parts.append(
+        f"{_count(len(grid.candidates), 'candidate')} &times; "
+        f"{_count(len(grid.problems), 'problem')}"
+    )
     states = ", ".join(
         f"{report.totals.get(state.value, 0)} {state.value}"
         for state in STATES
         if report.totals.get(state.value, 0)
     )
-    parts.append(f"{len(report.slots)} slots" + (f" ({states})" if states else ""))
+    parts.append(_count(len(report.slots), "slot") + (f" ({states})" if states else ""))
     return f'<p class="meta">{" &middot; ".join(parts)}</p>'
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def _nav(grid: Grid, comparison: ComparisonReport | None) -> str:

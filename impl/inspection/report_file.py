@@ -48,16 +48,14 @@ def write_report(
     if baseline is not None and not isinstance(baseline, str):
         raise InvalidRecordError(f"baseline must be a str or None, not {type(baseline).__name__}")
     heading = title if title is not None else f"runstore report: {campaign or snapshot.root}"
-    every = pair_results(snapshot.connection)
-    comparison = (
-        against_candidate(every, campaign=campaign, baseline=baseline)
-        if baseline is not None
-        else None
-    )
-    # The same rule as the reader's campaign filter: a candidate id starting "<campaign>/".
-    results = [
-        r for r in every if campaign is None or r.group.candidate_id.startswith(f"{campaign}/")
-    ]
+    comparison = None
+    if baseline is None:
+        results = pair_results(snapshot.connection, campaign=campaign)
+    else:
+        # compare's refusals list every campaign and candidate, so read them all once.
+        every = pair_results(snapshot.connection)
+        comparison = against_candidate(every, campaign=campaign, baseline=baseline)
+        results = tuple(r for r in every if campaign is None or r.group.campaign == campaign)
     page = render_report(
         status(snapshot, campaign=campaign), results, title=heading, comparison=comparison
     )

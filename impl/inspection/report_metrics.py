@@ -22,7 +22,7 @@ from runstore.analysis.numbers import check_unit
 from runstore.analysis.numbers import plus_minus
 from runstore.analysis.numbers import significant
 from runstore.analysis.numbers import with_unit
-from runstore.analysis.summary import summarize
+from runstore.analysis.summary import median_of_sorted
 from runstore.errors import InvalidRecordError
 from runstore.inspection.chart_curves import Curve
 from runstore.inspection.chart_curves import curve_panel
@@ -157,7 +157,8 @@ def _table(grid: Grid, metric: Metric) -> str:
                 row.append(_stat_cell(found, slots, marked.get(c), metric))
             elif texts:
                 shown = escape(", ".join(dict.fromkeys(texts)))
-                row.append(f'<td class="text" title="not a number: not charted">{shown}</td>')
+                tip = "not a number the statistics take: not charted"
+                row.append(f'<td class="text" title="{tip}">{shown}</td>')
             elif cell.accepted:
                 row.append(
                     '<td class="state absent" title="accepted without this metric">&ndash;</td>'
@@ -253,7 +254,7 @@ def _curves(grid: Grid, metric: Metric) -> list[str]:
                 by_index.setdefault(point.checkpoint, []).append(point.number)
             if not by_index:
                 continue
-            medians = [(i, summarize(found).median) for i, found in sorted(by_index.items())]
+            medians = [(i, median_of_sorted(sorted(v))) for i, v in sorted(by_index.items())]
             points = tuple((i, median, with_unit(median, unit)) for i, median in medians)
             curves.append(Curve(series=series, candidate=c, name=grid.name(c), points=points))
             shown.add(series)
@@ -291,8 +292,8 @@ def metric_section(grid: Grid, index: int, metric: Metric) -> list[str]:
     )
     if texts:
         parts.append(
-            f'<p class="note">{texts} pair(s) hold values that are not numbers: shown in the '
-            "table as stored, not charted.</p>"
+            f'<p class="note">{texts} pair(s) hold values that are not numbers the statistics '
+            "take (not finite, or beyond 1e300): shown in the table as stored, not charted.</p>"
         )
     parts += [_table(grid, metric), "</section>"]
     return parts
