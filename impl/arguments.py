@@ -114,6 +114,11 @@ def register_slots_arguments(
     )
 
 
+def register_exclusion_arguments(decision: object) -> RunStoreError | None:
+    """``register_exclusion``: the decision."""
+    return _instance("decision", decision, ApplicabilityDecision)
+
+
 def register_one_shot_arguments(
     decision: object, run: object, attempt_slot: object, observation_slot: object
 ) -> RunStoreError | None:
@@ -356,6 +361,7 @@ OPERATIONS: Final[Mapping[str, Callable[..., RunStoreError | None]]] = MappingPr
     {
         "register_slots": register_slots_arguments,
         "register_one_shot": register_one_shot_arguments,
+        "register_exclusion": register_exclusion_arguments,
         "reserve": reserve_arguments,
         "advance": advance_arguments,
         "renew": renew_arguments,

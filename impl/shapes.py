@@ -70,6 +70,13 @@ def membership_refusal(
     return None
 
 
+def exclusion_refusal(decision: ApplicabilityDecision) -> RunStoreError | None:
+    """``invalid_record`` when a decision registered as an exclusion admits its pair."""
+    if decision.applicable:
+        return InvalidRecordError("an exclusion must be a decision with applicable false")
+    return None
+
+
 def registration_refusal(
     decision: ApplicabilityDecision,
     run: ResolvedRun,

@@ -40,6 +40,7 @@ from runstore.model.publication import publish_staged_artifact
 from runstore.model.recovery import Recoverable
 from runstore.model.recovery import recover
 from runstore.model.recovery import recoverable
+from runstore.model.registration import register_exclusion
 from runstore.model.registration import register_one_shot
 from runstore.model.registration import register_slots
 from runstore.model.state import LeaseRow
@@ -101,6 +102,7 @@ __all__ = [
     "recover",
     "recoverable",
     "refused",
+    "register_exclusion",
     "register_observation",
     "register_one_shot",
     "register_slots",

@@ -22,8 +22,27 @@ from runstore.records import ApplicabilityDecision
 from runstore.records import AttemptSlot
 from runstore.records import ObservationSlot
 from runstore.records import ResolvedRun
+from runstore.shapes import exclusion_refusal
 from runstore.shapes import one_shot_refusal
 from runstore.shapes import registration_refusal
+
+
+def register_exclusion(
+    state: ModelState, decision: ApplicabilityDecision
+) -> tuple[ModelState, str | Refusal]:
+    """Register an exclusion (a decision with ``applicable`` false, which resolves no run);
+    ``invalid_record`` for anything else. Registering it again changes nothing.
+
+    Result: the decision's id."""
+    error = arguments.register_exclusion_arguments(decision)
+    if error is not None:
+        return state, refused(error)
+    error = exclusion_refusal(decision)
+    if error is not None:
+        return state, refused(error)
+    if decision.id in state.decisions:
+        return state, decision.id
+    return attrs.evolve(state, decisions=put(state.decisions, decision.id, decision)), decision.id
 
 
 def register_one_shot(

@@ -56,6 +56,7 @@ from runstore import Superseded
 from runstore import arguments
 from runstore import model as m
 from runstore.errors import InvalidRecordError
+from runstore.testing import factories
 from runstore.testing import fixtures as sc
 from runstore.testing.lockstep import ModelRefusal
 from runstore.testing.lockstep import ModelWriter
@@ -78,6 +79,7 @@ NOW = 1_001
 VALID: dict[str, tuple[object, ...]] = {
     "register_slots": FIXTURE.arguments(),
     "register_one_shot": (*FIXTURE.arguments()[:3], FIXTURE.observation_slots[0]),
+    "register_exclusion": (factories.decision(applicable=False),),
     "reserve": (FIXTURE.slot_id, FirstAttempt(), sc.lease("lease-next", EXPIRES), NOW),
     "advance": (GUARD, AttemptState.MATERIALIZING, NOW),
     "renew": (GUARD, 2 * EXPIRES, NOW),
@@ -280,6 +282,7 @@ PARAMETERS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("attempt_slot", instance(AttemptSlot)),
         ("observation_slot", instance(ObservationSlot)),
     ),
+    "register_exclusion": (("decision", instance(ApplicabilityDecision)),),
     "reserve": (
         ("slot_id", TEXT),
         ("authorization", instance(FirstAttempt, Next, Retry)),

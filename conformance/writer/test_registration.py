@@ -227,3 +227,20 @@ def test_a_registered_slot_with_other_members_is_a_conflict(world: World) -> Non
         "registration_conflict",
         lambda w: w.register_slots(stream.decision, stream.run, stream.attempt_slot, fewer),
     )
+
+
+def test_an_exclusion_registers_alone_once_and_an_applicable_decision_is_refused(
+    world: World,
+) -> None:
+    """``register_exclusion`` keeps a decision that admits no run (a campaign revision that
+    stops measuring a pair records it so); again it changes nothing; an applicable decision
+    is ``invalid_record``, and nothing is written."""
+    excluded = factories.decision("other", "p", applicable=False)
+    assert world.lockstep(lambda w: w.register_exclusion(excluded)) == excluded.id
+    world.check()
+    assert world.lockstep(lambda w: w.register_exclusion(excluded)) == excluded.id
+    world.check()
+    assert world.rows("SELECT id, applicable FROM applicability_decisions") == [(excluded.id, 0)]
+    assert world.rows("SELECT count(*) FROM resolved_runs") == [(0,)]
+    refused(world, "invalid_record", lambda w: w.register_exclusion(factories.decision()))
+    assert world.rows("SELECT count(*) FROM applicability_decisions") == [(1,)]

@@ -10,6 +10,7 @@ them never conflicts.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from collections.abc import Sequence
 
 import attrs
@@ -29,6 +30,8 @@ from runstore.runner.campaign import Problem
 from runstore.runner.campaign import SlotKind
 from runstore.store.coordinator_reads import Registered
 
+REVISION_KEY = "revision"
+"""The key of a decision's evidence that holds its pair's revision (absent for 0)."""
 ATTEMPT_SLOT_NAME = "measurement"
 WARMUP_SLOT_NAME = "warmup"
 RESULT_SLOT_NAME = "result"
@@ -56,25 +59,41 @@ class SlotPlan:
 
     @property
     def label(self) -> str:
+        """``candidate x problem``, with ``(warmup)`` for a warm-up and ``[measurement-r]``
+        for a repetition after the first, so every slot of a campaign has its own label."""
         pair = f"{self.candidate.name} x {self.problem.name}"
-        warmup = self.attempt_slot is not None and self.attempt_slot.role is SlotRole.WARMUP
-        return f"{pair} (warmup)" if warmup else pair
+        if self.attempt_slot is None:
+            return pair
+        if self.attempt_slot.role is SlotRole.WARMUP:
+            return f"{pair} (warmup)"
+        return f"{pair} [{self.attempt_slot.logical_slot}]" if self.repetition else pair
 
 
 def candidate_id(campaign: Campaign, candidate: Candidate) -> str:
     return f"{campaign.name}/{candidate.name}"
 
 
-def plan(campaign: Campaign) -> tuple[SlotPlan, ...]:
+Pair = tuple[str, str]
+"""A candidate x problem pair by its names in the campaign file."""
+
+
+def plan(campaign: Campaign, revisions: Mapping[Pair, int] | None = None) -> tuple[SlotPlan, ...]:
     """Every pair's slots in the order a run starts them (SPEC.md section 15.2, "Order").
 
     Without repetitions (every candidate has one): candidates in file order, each with
     the problems in file order, a pair's warm-up slot before its measurement slot. With
     repetitions: round by round (round ``r`` holds every pair's repetition ``r``), within
     a round the problems in file order and, for each, the candidates in the seeded order
-    of :func:`interleaved`; a pair's warm-up slot comes just before its repetition 0."""
+    of :func:`interleaved`; a pair's warm-up slot comes just before its repetition 0.
+
+    ``revisions`` gives a pair's revision (SPEC.md section 15.9; default 0): a pair of
+    revision ``k > 0`` has ``"revision": k`` in its decision's evidence, so its decision,
+    run and slots all have identities of their own."""
+    chosen = revisions or {}
     pairs = {
-        (candidate.name, problem.name): _plan_pair(campaign, candidate, problem)
+        (candidate.name, problem.name): _plan_pair(
+            campaign, candidate, problem, chosen.get((candidate.name, problem.name), 0)
+        )
         for candidate in campaign.candidates
         for problem in campaign.problems
     }
@@ -114,8 +133,12 @@ def measurement_slot_name(repetition: int) -> str:
     return ATTEMPT_SLOT_NAME if repetition == 0 else f"{ATTEMPT_SLOT_NAME}-{repetition}"
 
 
-def _plan_pair(campaign: Campaign, candidate: Candidate, problem: Problem) -> tuple[SlotPlan, ...]:
+def _plan_pair(
+    campaign: Campaign, candidate: Candidate, problem: Problem, revision: int
+) -> tuple[SlotPlan, ...]:
     applicable, evidence = _applicability(candidate, problem)
+    if revision:
+        evidence[REVISION_KEY] = revision
     decision = ApplicabilityDecision(
         candidate_id=candidate_id(campaign, candidate),
         problem_id=f"{campaign.name}/{problem.name}",
@@ -247,21 +270,27 @@ def _files(files: Sequence[InputFile]) -> dict[str, JSON]:
     return {file.name: {"sha256": file.sha256, "size": file.size} for file in files}
 
 
-def conflicts(plans: Sequence[SlotPlan], registered: Registered) -> list[str]:
-    """One line per pair whose decision or run differs from a registered one with the same
-    candidate and problem (or logical spec), saying what differs; empty when none."""
+def conflicts(plans: Sequence[SlotPlan], registered: Registered) -> list[tuple[Pair, str]]:
+    """Each pair whose decision or run differs from a registered one with the same
+    candidate and problem (or logical spec), with a line saying what differs; empty when
+    none. ``registered`` holds one revision of each pair (the one the plans were made
+    for)."""
     decisions = {(d.candidate_id, d.problem_id): d for d in registered.decisions}
     attempt_slots = {(a.run_id, a.logical_slot): a for a in registered.attempt_slots}
     runs: dict[str, list[ResolvedRun]] = {}
     for run in registered.runs:
         runs.setdefault(run.logical_spec_id, []).append(run)
-    found: list[str] = []
+    found: list[tuple[Pair, str]] = []
     for slot in plans:
+        pair = (slot.candidate.name, slot.problem.name)
         held = decisions.get((slot.decision.candidate_id, slot.decision.problem_id))
         if held is not None and held.id != slot.decision.id:
             found.append(
-                f"{slot.label}: applicability differs: "
-                + _differences(_decision_fields(held), _decision_fields(slot.decision))
+                (
+                    pair,
+                    f"{pair[0]} x {pair[1]}: applicability differs: "
+                    + _differences(_decision_fields(held), _decision_fields(slot.decision)),
+                )
             )
             continue
         if slot.run is None:
@@ -269,16 +298,22 @@ def conflicts(plans: Sequence[SlotPlan], registered: Registered) -> list[str]:
         for other in runs.get(slot.run.logical_spec_id, ()):
             if other.id != slot.run.id:
                 found.append(
-                    f"{slot.label}: run specification differs: "
-                    + _differences(other.specification, slot.run.specification)
+                    (
+                        pair,
+                        f"{pair[0]} x {pair[1]}: run specification differs: "
+                        + _differences(other.specification, slot.run.specification),
+                    )
                 )
         assert slot.attempt_slot is not None
         held_slot = attempt_slots.get((slot.run.id, slot.attempt_slot.logical_slot))
         if held_slot not in (None, slot.attempt_slot):
             assert held_slot is not None
             found.append(
-                f"{slot.label}: attempt slot differs: "
-                + _differences(_slot_fields(held_slot), _slot_fields(slot.attempt_slot))
+                (
+                    pair,
+                    f"{slot.label}: attempt slot differs: "
+                    + _differences(_slot_fields(held_slot), _slot_fields(slot.attempt_slot)),
+                )
             )
     return list(dict.fromkeys(found))  # a pair's warm-up and measurement share a run
 

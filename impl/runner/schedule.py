@@ -1,11 +1,13 @@
 """Which slots a run starts, with which retry authorization, and which it waits for.
 
 Rules of this file: decisions only, from committed slot progress (SPEC.md section 15,
-"Which slots run"): a fresh slot gets ``FirstAttempt``; a slot whose attempts all ended
-without acceptance gets ``Retry(next, bound)`` only under an explicit ``--retry-failed``
-bound; a satisfied slot is never started; a measurement with a warm-up starts only once
-that warm-up is accepted; a slot with an attempt still in progress is left alone, except
-that a resuming run waits (once) until recovery may judge it. The
+"Which slots run"): a fresh slot gets ``FirstAttempt``; a slot whose latest attempt was cut
+off gets ``Retry(next, next)`` under ``--resume`` and its own bound; a slot whose attempts
+all ended without acceptance gets ``Retry(next, bound)`` only under an explicit
+``--retry-failed`` bound (and its codes); a satisfied slot is never started; a
+measurement with a warm-up starts only once that warm-up is accepted; a slot with an
+attempt still in progress is left alone, except that a resuming run waits (once) until
+recovery may judge it. The
 store re-checks every authorization, so a stale decision costs a refusal, never a second
 acceptance.
 """
@@ -14,9 +16,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import Final
 
 import attrs
 from runstore.canonical import JSON
+from runstore.errors import OptionInvalidError
 from runstore.requests import FirstAttempt
 from runstore.requests import Retry
 from runstore.requests import RetryAuthorization
@@ -34,10 +38,57 @@ class Waiting:
     due_ns: int
 
 
+CUT_OFF_CODES: Final = frozenset({"interrupted_attempt", "cancelled", "worker_lost"})
+"""Failure codes of attempts that ended because they were cut off (recovery judged the
+owner dead, the run was stopped, the Dask worker or the supervisor died), not because of
+what the worker computed: ``run --resume`` retries them (SPEC.md section 15.5)."""
+
+FAILURE_CODES: Final = frozenset(
+    {
+        "worker_failed",
+        "time_limit",
+        "start_failed",
+        "result_missing",
+        "result_invalid",
+        "output_too_large",
+        "unsafe_output",
+        "input_changed",
+        *CUT_OFF_CODES,
+    }
+)
+"""Every failure code an attempt of a run can end with (SPEC.md section 15.3)."""
+
+
+def retry_codes(codes: Sequence[str] | None, retry_failed: int | None) -> tuple[str, ...] | None:
+    """``--retry-code``'s codes, checked: each one an attempt can fail with, and only
+    together with ``--retry-failed`` (``option_invalid`` otherwise); None when none given."""
+    if not codes:
+        return None
+    if retry_failed is None:
+        raise OptionInvalidError("--retry-code limits --retry-failed N, which is not given")
+    unknown = sorted(set(codes) - FAILURE_CODES)
+    if unknown:
+        raise OptionInvalidError(
+            f"--retry-code {unknown[0]!r} is no failure code; the codes: "
+            + ", ".join(sorted(FAILURE_CODES))
+        )
+    return tuple(dict.fromkeys(codes))
+
+
+DEFAULT_RESUME_RETRIES: Final = 3
+MAX_RESUME_RETRIES: Final = 1000
+
+
 @attrs.frozen(kw_only=True)
 class RetryPolicy:
+    """``retry_failed``: the largest retry index a failed slot may reach (None: failures
+    are not retried), only for ``retry_codes`` when given. ``resume``: retry a slot whose
+    latest attempt was cut off while at most ``resume_retries`` of its attempts were."""
+
     resume: bool
     retry_failed: int | None
+    retry_codes: tuple[str, ...] | None = None
+    resume_retries: int = DEFAULT_RESUME_RETRIES
 
 
 class Schedule:
@@ -56,6 +107,8 @@ class Schedule:
         self.accepted: set[str] = set()  # accepted slots (a measurement waits for its warm-up)
         self.blocked: dict[str, list[tuple[SlotPlan, RetryAuthorization]]] = {}
         self.left: dict[str, str] = {}  # slot label -> why it is not run
+        self.cut_off: dict[str, int] = {}  # slot id -> how many of its attempts were cut off
+        self.resumed = 0  # retries given because the latest attempt was cut off
 
     @classmethod
     def from_progress(
@@ -83,7 +136,9 @@ class Schedule:
         elif progress.attempts == 0:
             self._enqueue(slot, FirstAttempt())
         else:
-            self._retry(slot, progress.attempts)
+            codes = progress.failure_codes
+            self.cut_off[_slot_id(slot)] = sum(1 for code in codes if code in CUT_OFF_CODES)
+            self._retry(slot, progress.attempts, codes[-1] if codes else None)
 
     def _enqueue(self, slot: SlotPlan, authorization: RetryAuthorization) -> None:
         """Ready, unless its warm-up is not accepted yet (then it waits for it)."""
@@ -97,18 +152,37 @@ class Schedule:
         position = self.position.get(_slot_id(slot), len(self.position))
         heapq.heappush(self.ready, (position, self._pushed, slot, authorization))
 
-    def _retry(self, slot: SlotPlan, next_index: int) -> None:
-        bound = self.policy.retry_failed
+    def _retry(self, slot: SlotPlan, next_index: int, code: str | None) -> None:
+        """The next attempt of a slot whose attempts all ended without acceptance, the
+        latest with failure ``code`` (None when it was censored or superseded): after a
+        cut-off, under ``--resume`` and its bound, an authorization of exactly the next
+        index; otherwise under ``--retry-failed`` (and its codes) up to its bound."""
+        policy = self.policy
+        if code in CUT_OFF_CODES and policy.resume:
+            if self.cut_off.get(_slot_id(slot), 0) <= policy.resume_retries:
+                self.resumed += 1
+                self._enqueue(slot, Retry(next_index=next_index, max_index=next_index))
+                return
+            if policy.retry_failed is None:
+                self.left[slot.label] = "resume_bound_reached"
+                return
+        bound = policy.retry_failed
         if bound is None:
+            cut = code in CUT_OFF_CODES
+            self.left[slot.label] = "interrupted_not_resumed" if cut else "failed_not_retried"
+        elif policy.retry_codes is not None and code not in policy.retry_codes:
             self.left[slot.label] = "failed_not_retried"
         elif next_index > bound:
             self.left[slot.label] = "retry_bound_reached"
         else:
             self._enqueue(slot, Retry(next_index=next_index, max_index=bound))
 
-    def failed(self, slot: SlotPlan, retry_index: int) -> None:
-        """An attempt of ``slot`` ended without acceptance in this run."""
-        self._retry(slot, retry_index + 1)
+    def failed(self, slot: SlotPlan, retry_index: int, code: str | None) -> None:
+        """An attempt of ``slot`` ended without acceptance in this run, with failure
+        ``code`` (None when censored or superseded)."""
+        if code in CUT_OFF_CODES:
+            self.cut_off[_slot_id(slot)] = self.cut_off.get(_slot_id(slot), 0) + 1
+        self._retry(slot, retry_index + 1, code)
 
     def accepted_now(self, slot_id: str) -> None:
         """An attempt of ``slot_id`` was accepted in this run: what waited for it is ready."""
@@ -155,6 +229,7 @@ class Schedule:
             "blocked": sum(len(queued) for queued in self.blocked.values()),
             "left": len(self.left),
             "ready": len(self.ready),
+            "resumed": self.resumed,
             "satisfied": self.satisfied,
             "waiting": len(self.waiting),
         }

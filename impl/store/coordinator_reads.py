@@ -48,6 +48,8 @@ class SlotProgress:
     slot_id: str
     states: tuple[AttemptState, ...]
     recoverable_at_ns: int | None
+    failure_codes: tuple[str | None, ...] = ()
+    """The failure code of each attempt by retry index (None unless it failed)."""
 
     @property
     def accepted(self) -> bool:
@@ -125,15 +127,17 @@ def slot_progress(
     """The progress of each of ``slot_ids`` (a slot with no attempts has empty ``states``).
     Run inside :func:`read_transaction`."""
     states: dict[str, list[AttemptState]] = {slot_id: [] for slot_id in slot_ids}
+    codes: dict[str, list[str | None]] = {slot_id: [] for slot_id in slot_ids}
     recoverable: dict[str, int] = {}
     for ids in _chunks(sorted(states)):
-        for slot_id, state in sql.execute(
+        for slot_id, state, code in sql.execute(
             connection,
-            f"SELECT slot_id, state FROM attempts WHERE slot_id IN ({_marks(ids)}) "
-            "ORDER BY slot_id, retry_index",
+            f"SELECT slot_id, state, failure_code FROM attempts WHERE slot_id IN "
+            f"({_marks(ids)}) ORDER BY slot_id, retry_index",
             ids,
         ):
             states[slot_id].append(AttemptState(state))
+            codes[slot_id].append(code)
         # The leases a nonterminal attempt's liveness depends on: its reservation and the
         # lease of the claim it holds (SPEC.md section 6, "Recovery decision").
         for slot_id, at_ns in sql.execute(
@@ -152,6 +156,7 @@ def slot_progress(
             slot_id=slot_id,
             states=tuple(found),
             recoverable_at_ns=recoverable.get(slot_id),
+            failure_codes=tuple(codes[slot_id]),
         )
         for slot_id, found in states.items()
     }

@@ -1,5 +1,6 @@
 """Registering resolved records: a decision, its run, one attempt slot of any kind and the
-observation slots it owns (``register_slots``), and the one-shot form the CLI uses.
+observation slots it owns (``register_slots``), the one-shot form, and an exclusion (a
+decision that admits no run, ``register_exclusion``).
 
 Rules of this file: runs inside the caller's write transaction and never commits. The
 argument checks are :mod:`runstore.shapes` (shared with the model); the conflict checks and
@@ -21,6 +22,7 @@ from runstore.records import ApplicabilityDecision
 from runstore.records import AttemptSlot
 from runstore.records import ObservationSlot
 from runstore.records import ResolvedRun
+from runstore.shapes import exclusion_refusal
 from runstore.shapes import one_shot_refusal
 from runstore.shapes import registration_refusal
 
@@ -111,6 +113,21 @@ def register_slots(
             (slot.id, attempt_slot.id, run.id),
         )
     return attempt_slot.id
+
+
+def register_exclusion(connection: sqlite3.Connection, decision: ApplicabilityDecision) -> str:
+    """Register an exclusion: a decision with ``applicable`` false, alone (it has no run);
+    returns its id. ``invalid_record`` for an applicable decision; registering it again is
+    a no-op."""
+    refusal = exclusion_refusal(decision)
+    if refusal is not None:
+        raise refusal
+    held = sql.execute(
+        connection, "SELECT 1 FROM applicability_decisions WHERE id = ?", (decision.id,)
+    )
+    if not held:
+        _insert_decision(connection, decision)
+    return decision.id
 
 
 def _insert_decision(connection: sqlite3.Connection, decision: ApplicabilityDecision) -> None:

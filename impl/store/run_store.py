@@ -199,6 +199,14 @@ class RunStore:
             )
         )
 
+    def register_exclusion(self, decision: ApplicabilityDecision) -> str:
+        """Register an exclusion: a decision with ``applicable`` false, which resolves no
+        run (a campaign revision that stops measuring a pair records it so, SPEC.md section
+        15.9); returns its id. Identical re-registration is a no-op; refusals:
+        invalid_record (not a decision, or an applicable one)."""
+        _raise(arguments.register_exclusion_arguments(decision))
+        return self._write(lambda c: (registration.register_exclusion(c, decision), ()))
+
     def register_one_shot(
         self,
         decision: ApplicabilityDecision,

@@ -83,6 +83,7 @@ class ModelWriter(ModelSteps):
 
     register_slots = _operation(m.register_slots)
     register_one_shot = _operation(m.register_one_shot)
+    register_exclusion = _operation(m.register_exclusion)
     reserve = _operation(m.reserve)
     advance = _operation(m.advance)
     renew = _operation(m.renew)
