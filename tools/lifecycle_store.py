@@ -162,7 +162,7 @@ class StoreSide:
             )
             assert summary.accepted == count, summary
             return
-        plans, new = register(self.store, campaign)
+        plans, new, _ = register(self.store, campaign)
         assert new == count, new
         for index, plan in zip(indices, plans, strict=True):
             started = attempt.start(self.store, plan, FirstAttempt(), LEASE_NS, time.time_ns)

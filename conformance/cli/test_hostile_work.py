@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from runstore.cli import output
+from runstore.cli import progress
 
 from conformance.cli.world import json_lines
 from conformance.cli.world import runstore
@@ -171,11 +172,11 @@ def test_an_error_ending_a_run_on_a_terminal_stops_the_live_bar_first(
     monkeypatch.setattr(
         output, "console", lambda stream: Console(file=screen, force_terminal=True, width=80)
     )
-    reporter = output.ProgressReporter()
+    reporter = progress.ProgressReporter()
     reporter("campaign", {"campaign": "e2e"})
     reporter("planned", {"ready": 1, "waiting": 0, "blocked": 0, "satisfied": 0})
-    assert reporter.progress.live.is_started
+    assert reporter.live.is_started
     reporter.close()
-    assert not reporter.progress.live.is_started
+    assert not reporter.live.is_started
     reporter.close()  # idempotent: the app closes after a summary stopped it too
     assert "e2e" in screen.getvalue()

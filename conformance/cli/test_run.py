@@ -14,6 +14,7 @@ import pytest
 
 from conformance.cli.world import RUNSTORE
 from conformance.cli.world import json_lines
+from conformance.cli.world import kill_after_acceptances
 from conformance.cli.world import runstore
 from conformance.cli.world import start
 from conformance.cli.world import write_campaign
@@ -105,19 +106,7 @@ def test_resume_after_sigkill_finishes_every_slot_and_loses_nothing(tmp_path: Pa
     campaign = write_campaign(tmp_path / "c", candidates, ["p", "q", "r"], lease_seconds=3)
     store = tmp_path / "store"
     process = start("run", str(campaign), "--store", str(store), "--init", "--json", "-j", "3")
-    acknowledged: dict[str, str] = {}
-    assert process.stdout is not None
-    for line in process.stdout:  # kill right after the third acknowledged acceptance
-        event = json_lines(line)[0]
-        if event["event"] == "attempt_finished" and event["state"] == "accepted":
-            acknowledged[str(event["slot"])] = str(event["attempt"])
-            if len(acknowledged) == 3:
-                process.send_signal(signal.SIGKILL)
-                break
-    process.wait()
-    process.stdout.close()
-    assert process.stderr is not None
-    process.stderr.close()
+    acknowledged = kill_after_acceptances(process, 3)
     assert process.returncode == -signal.SIGKILL
     accepted_at_kill = dict(
         query(store, "SELECT slot_id, id FROM attempts WHERE state = 'accepted'")

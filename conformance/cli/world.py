@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -103,10 +104,13 @@ def write_campaign(
 
 
 def runstore(
-    *arguments: str, timeout: float = 120, env: dict[str, str] | None = None
+    *arguments: str,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The installed console script, with no terminal (so no progress bars), with ``env``
-    added to this process's environment."""
+    added to this process's environment, in ``cwd`` (default: this process's)."""
     return subprocess.run(
         [RUNSTORE, *arguments],
         capture_output=True,
@@ -114,6 +118,7 @@ def runstore(
         timeout=timeout,
         stdin=subprocess.DEVNULL,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -130,3 +135,21 @@ def start(*arguments: str) -> subprocess.Popen[str]:
 
 def json_lines(output: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in output.splitlines() if line.strip()]
+
+
+def kill_after_acceptances(process: subprocess.Popen[str], count: int) -> dict[str, str]:
+    """SIGKILL a ``run --json`` right after its ``count``-th acknowledged acceptance and
+    reap it; returns the acknowledged slots' attempts (slot id -> attempt id)."""
+    acknowledged: dict[str, str] = {}
+    assert process.stdout is not None and process.stderr is not None
+    for line in process.stdout:
+        event = json_lines(line)[0]
+        if event["event"] == "attempt_finished" and event["state"] == "accepted":
+            acknowledged[str(event["slot"])] = str(event["attempt"])
+            if len(acknowledged) == count:
+                process.send_signal(signal.SIGKILL)
+                break
+    process.wait()
+    process.stdout.close()
+    process.stderr.close()
+    return acknowledged

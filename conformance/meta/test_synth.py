@@ -45,7 +45,7 @@ def run_real(root: Path, plans: list[synth.SlotPlan]) -> None:
     problems = tuple(dict.fromkeys(plan.problem for plan in plans))
     clock = Clock()
     with RunStore.open(str(root)) as store:
-        slots, _ = register(store, campaign(candidates, problems, name=synth.CAMPAIGN))
+        slots, _, _ = register(store, campaign(candidates, problems, name=synth.CAMPAIGN))
         assert len(slots) == len(plans)
         for plan, slot in zip(plans, slots, strict=True):
             authorization: FirstAttempt | Next = FirstAttempt()

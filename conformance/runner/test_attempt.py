@@ -34,7 +34,7 @@ def test_a_losing_contender_publishes_superseded_and_keeps_its_observation(
 ) -> None:
     clock = Clock()
     with RunStore.open(str(tmp_path)) as store:
-        plans, _ = register(store, campaign(candidates=("a",), problems=("p",)))
+        plans, _, _ = register(store, campaign(candidates=("a",), problems=("p",)))
         first = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, clock)
         second = attempt.start(store, plans[0], Next(retry=True), 30 * SECOND, clock)
         assert isinstance(first, attempt.Started) and isinstance(second, attempt.Started)
@@ -58,7 +58,7 @@ def test_an_input_file_that_changed_fails_the_attempt_before_it_runs(tmp_path: P
     file = input_file(data, "input.bin", b"registered bytes")
     clock = Clock()
     with RunStore.open(str(tmp_path)) as store:
-        plans, _ = register(store, campaign(candidates=("a",), problems=("p",), files=(file,)))
+        plans, _, _ = register(store, campaign(candidates=("a",), problems=("p",), files=(file,)))
         (data / "input.bin").write_bytes(b"changed bytes")
         finished = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, clock)
     assert isinstance(finished, attempt.Finished)
@@ -71,7 +71,7 @@ def test_the_worker_gets_the_input_bytes_it_was_registered_with(tmp_path: Path) 
     data.mkdir()
     file = input_file(data, "input.bin", b"registered bytes")
     with RunStore.open(str(tmp_path)) as store:
-        plans, _ = register(store, campaign(candidates=("a",), problems=("p",), files=(file,)))
+        plans, _, _ = register(store, campaign(candidates=("a",), problems=("p",), files=(file,)))
         started = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, Clock())
     assert isinstance(started, attempt.Started)
     assert started.order.inputs == (("input.bin", b"registered bytes"),)

@@ -27,6 +27,7 @@ from runstore.runner.plan import plan
 
 from conformance.closed_store import rows
 from conformance.runner.world import SECOND
+from conformance.runner.world import START
 from conformance.runner.world import Clock
 from conformance.runner.world import Events
 from conformance.runner.world import ScriptedExecutor
@@ -107,10 +108,15 @@ def test_a_second_run_of_a_finished_campaign_runs_and_registers_nothing(root: st
     summary, events, executor = run(root, always(succeeded()))
     assert executor.orders == []
     assert events.named("campaign")[0]["registered"] == 0
-    assert events.named("planned")[0] == {
+    planned = events.named("planned")[0]
+    stamp, stamped = planned.pop("time_ns"), planned.pop("time")  # the run's clock (START...)
+    assert isinstance(stamp, int) and stamp > START and str(stamped).startswith("2023-11-14T22:13")
+    assert planned == {
         "blocked": 0,
+        "jobs": 2,
         "left": 0,
         "ready": 0,
+        "resumed": 0,
         "satisfied": 4,
         "waiting": 0,
         "seed": 0,
@@ -323,7 +329,7 @@ def test_resume_waits_for_a_live_lease_then_recovers(root: str) -> None:
     clock = Clock()
     # A coordinator that died: an attempt in progress under a 30 s lease.
     with RunStore.open(root) as store:
-        plans, _ = register(store, campaign(candidates=("a",), problems=("p",)))
+        plans, _, _ = register(store, campaign(candidates=("a",), problems=("p",)))
         started = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, clock)
         assert isinstance(started, attempt.Started)
     summary, events, _ = resumed(root, clock)
@@ -397,7 +403,7 @@ def test_resume_judges_waiting_slots_at_the_instant_recovery_did(root: str) -> N
     clock = Coarse()
     problems = tuple(f"p{i:02}" for i in range(12))
     with RunStore.open(root) as store:
-        plans, _ = register(store, campaign(candidates=("a",), problems=problems))
+        plans, _, _ = register(store, campaign(candidates=("a",), problems=problems))
         expiry = clock.now + 60 * SECOND
         for i, slot in enumerate(plans):  # leases expiring 0.2 s apart, samples 0.5 s apart
             lease_ns = expiry + i * SECOND // 5 - clock.now - SECOND // 2

@@ -137,7 +137,7 @@ def test_a_result_returned_after_the_lease_was_lost_is_refused_by_the_guard(
     root, pid_file, plan = one_stalling_slot(tmp_path)
     clock = Clock()
     with RunStore.open(root) as store, open_dask(dask_scheduler, None, orphan_after_s=30) as dask:
-        plans, _ = register(store, plan)
+        plans, _, _ = register(store, plan)
         started = attempt.start(store, plans[0], FirstAttempt(), plan.lease_ns, clock)
         assert isinstance(started, attempt.Started)
         extra = (("PID_FILE", str(pid_file)), ("SLEEP_S", "1"))
@@ -224,7 +224,7 @@ def test_a_killed_dask_worker_fails_its_attempt_once_and_only_an_authorized_retr
     out, err = process.communicate(timeout=120)
     assert process.returncode == 1, err
     finished = {
-        str(event["candidate"]): event
+        str(event["candidate_name"]): event
         for event in json_lines(out)
         if event["event"] == "attempt_finished"
     }
@@ -235,10 +235,11 @@ def test_a_killed_dask_worker_fails_its_attempt_once_and_only_an_authorized_retr
         (None, 1),
         ("worker_lost", 1),
     ]
-    # Without an authorization nothing runs again; with --retry-failed 1 the retry does.
+    # Without an authorization nothing runs again (a lost worker is a cut-off, which
+    # --resume would retry); with --retry-failed 1 the retry does.
     again = runstore("run", str(campaign_file), "--store", str(store), "--json", *dask)
     assert again.returncode == 1, again.stderr
-    assert json_lines(again.stdout)[-1]["left"] == {"st x p": "failed_not_retried"}
+    assert json_lines(again.stdout)[-1]["left"] == {"st x p": "interrupted_not_resumed"}
     assert query(store, "SELECT count(*) FROM attempts") == [(2,)]
     retried = runstore(
         "run", str(campaign_file), "--store", str(store), "--retry-failed", "1", *dask

@@ -118,7 +118,7 @@ def test_killing_the_worker_that_holds_an_accepted_result_does_not_run_its_comma
 
     def report(event: str, fields: dict[str, JSON]) -> None:
         events.append((event, fields))
-        if event == "attempt_finished" and fields.get("candidate") == "fast":
+        if event == "attempt_finished" and fields.get("candidate_name") == "fast":
             fast_accepted.set()
 
     dask = open_dask(dask_scheduler, None, orphan_after_s=30)

@@ -292,7 +292,7 @@ def test_accepted_superseded_and_failed_outcomes_reference_the_environment(
     clock, cache = Clock(), Environments()
     lease = 30 * SECOND
     with RunStore.open(str(tmp_path)) as store:
-        plans, _ = register(store, campaign(candidates=("a",), problems=("p", "q")))
+        plans, _, _ = register(store, campaign(candidates=("a",), problems=("p", "q")))
         first = attempt.start(store, plans[0], FirstAttempt(), lease, clock)
         second = attempt.start(store, plans[0], Next(retry=True), lease, clock)
         failing = attempt.start(store, plans[1], FirstAttempt(), lease, clock)
@@ -314,7 +314,7 @@ def test_accepted_superseded_and_failed_outcomes_reference_the_environment(
 def test_a_result_without_an_environment_references_none(tmp_path: Path) -> None:
     clock = Clock()
     with RunStore.open(str(tmp_path)) as store:
-        plans, _ = register(store, campaign(candidates=("a",), problems=("p",)))
+        plans, _, _ = register(store, campaign(candidates=("a",), problems=("p",)))
         started = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, clock)
         assert isinstance(started, attempt.Started)
         finished = attempt.finish(store, started, succeeded(), 30 * SECOND, clock)

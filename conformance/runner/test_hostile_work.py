@@ -217,7 +217,7 @@ def test_an_input_of_the_same_size_and_other_bytes_fails_its_digest(tmp_path: Pa
     assert isinstance(failure, attempt.Failure) and failure.code == "input_changed"
     assert failure.details == {"file": "input.bin", "sha256": file.sha256}
     with RunStore.open(str(tmp_path)) as store:
-        plans, _ = register(store, campaign(candidates=("a",), problems=("p",), files=(file,)))
+        plans, _, _ = register(store, campaign(candidates=("a",), problems=("p",), files=(file,)))
         finished = attempt.start(store, plans[0], FirstAttempt(), 30 * SECOND, Clock())
     assert isinstance(finished, attempt.Finished) and finished.terminal.state.value == "failed"
 

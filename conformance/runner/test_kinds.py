@@ -173,7 +173,7 @@ def test_a_measurement_starts_only_after_its_warmup_is_accepted(tmp_path: Path) 
     roles = dict(rows(tmp_path, "SELECT id, role FROM attempt_slots"))
     warmed: set[tuple[object, object]] = set()
     for name, fields in events.events:
-        pair = (fields.get("candidate"), fields.get("problem"))
+        pair = (fields.get("candidate_name"), fields.get("problem_name"))
         if name == "attempt_finished" and roles[fields["slot"]] == "warmup":
             assert fields["state"] == "accepted"
             warmed.add(pair)

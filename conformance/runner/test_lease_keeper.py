@@ -27,7 +27,7 @@ LEASE_NS = 30 * SECOND
 
 
 def started(store: RunStore, clock: Clock, keeper: LeaseKeeper) -> attempt.Started:
-    plans, _ = register(store, campaign(candidates=("a",), problems=("p",)))
+    plans, _, _ = register(store, campaign(candidates=("a",), problems=("p",)))
     begun = attempt.start(store, plans[0], FirstAttempt(), LEASE_NS, clock, keeper)
     assert isinstance(begun, attempt.Started)
     return begun

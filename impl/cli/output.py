@@ -26,24 +26,22 @@ from typing import TextIO
 
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn
-from rich.progress import MofNCompleteColumn
-from rich.progress import Progress
-from rich.progress import TextColumn
-from rich.progress import TimeRemainingColumn
 from rich.table import Table
 from runstore.canonical import JSON
 
 if TYPE_CHECKING:
     from runstore.runner.coordinator import Reporter
+    from runstore.runner.run_events import EventValue
 
 REMEDIES: Mapping[str, str] = {
     "busy": "another process holds the lock; retry when it is done",
     "campaign_invalid": "fix the campaign file",
     "registration_conflict": (
-        "the campaign changed since it was registered: restore it, rename the campaign, "
-        "or use another store"
+        "the campaign changed since it was registered: run --revise registers the changed "
+        "pairs as a new revision (or restore the file)"
     ),
+    "unknown_campaign": "runstore campaigns --store S lists the store's campaigns",
+    "unknown_revision": "runstore campaigns --store S lists each campaign's revisions",
     "unsafe_path": "check --store (run --init creates a missing store root)",
     "inspection_unstable": (
         "retry if a writer kept changing the database; if it is damaged, runstore validate says how"
@@ -53,6 +51,8 @@ REMEDIES: Mapping[str, str] = {
         "pass an attempt slot id, an attempt id, CAMPAIGN/CANDIDATE/PROBLEM or"
         " CAMPAIGN/CANDIDATE/PROBLEM/SLOT (runstore status lists the pairs)"
     ),
+    "log_unavailable": "runstore explain SLOT lists the slot's attempts and their artifacts",
+    "artifact_corrupt": "runstore validate --store DIR lists every artifact that does not verify",
 }
 
 
@@ -69,11 +69,14 @@ def print_json(document: JSON | Mapping[str, Any], stream: TextIO = sys.stdout) 
     stream.flush()
 
 
-def print_error(code: str, message: str, *, as_json: bool) -> None:
+def print_error(code: str, message: str, *, as_json: bool, option: str | None = None) -> None:
+    """``error: <code>: <message>`` and a hint on stderr (``--json``: the error document on
+    stdout). ``option`` is the command's option the refusal concerns, when the error says
+    which one: the hint is then "check <option>", else its code's remedy (REMEDIES)."""
     if as_json:
         print_json({"error": code, "message": message})
         return
-    remedy = REMEDIES.get(code)
+    remedy = f"check {option}" if option is not None else REMEDIES.get(code)
     sys.stderr.write(f"error: {code}: {message}\n")
     if remedy is not None:
         sys.stderr.write(f"hint: {remedy}\n")
@@ -94,7 +97,7 @@ class StopWhenClosed:
         self.closed = False
         self._lock = threading.Lock()
 
-    def __call__(self, event: str, fields: dict[str, JSON]) -> None:
+    def __call__(self, event: str, fields: Mapping[str, EventValue]) -> None:
         if self.closed:
             return
         try:
@@ -151,72 +154,19 @@ def silence(stream: TextIO) -> None:
 
 
 class JsonLines:
-    """A run reporter printing each event as one JSON line."""
+    """A run reporter printing each event as one JSON line (``run --json``; the run's
+    progress for a person is :class:`runstore.cli.progress.ProgressReporter`)."""
 
-    def __call__(self, event: str, fields: dict[str, JSON]) -> None:
+    def __call__(self, event: str, fields: Mapping[str, EventValue]) -> None:
         print_json({"event": event, **fields})
 
     def close(self) -> None:
         """Nothing to put away: every line is whole once printed."""
 
 
-class ProgressReporter:
-    """A run reporter with a live progress bar on a terminal; elsewhere one plain line per
-    finished attempt and the summary."""
-
-    def __init__(self) -> None:
-        self.console = console(sys.stderr)
-        self.live = self.console.is_terminal
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"),
-            TimeRemainingColumn(),
-            console=self.console,
-            disable=not self.live,
-        )
-        self.task = self.progress.add_task("slots", total=None, running=0, failed=0)
-        self.running = 0
-        self.failed = 0
-
-    def __call__(self, event: str, fields: dict[str, JSON]) -> None:
-        if event == "campaign":
-            self.progress.update(self.task, description=str(fields["campaign"]))
-        elif event == "planned":
-            self.progress.start()
-            ready = _int(fields["ready"]) + _int(fields["waiting"]) + _int(fields["blocked"])
-            self.progress.update(self.task, total=_int(fields["satisfied"]) + ready)
-            self.progress.update(self.task, completed=_int(fields["satisfied"]))
-        elif event == "attempt_started":
-            self.running += 1
-        elif event in ("attempt_finished", "lease_lost"):
-            self.running = max(0, self.running - 1)
-            self._finished(fields)
-        elif event == "summary":
-            self.progress.stop()
-            self.console.print(_summary_line(fields))
-        elif event == "stopping":
-            self.console.print("stopping: cancelling running workers (Ctrl-C again to abandon)")
-        self.progress.update(self.task, running=self.running, failed=self.failed)
-
-    def close(self) -> None:
-        """Stop the live bar (idempotent), so that a run ended by an error prints its one
-        line below the bar, not under a bar still being redrawn."""
-        self.progress.stop()
-
-    def _finished(self, fields: dict[str, JSON]) -> None:
-        state = fields.get("state", "lease lost")
-        if state == "accepted":
-            self.progress.advance(self.task)
-        else:
-            self.failed += 1
-        if not self.live or state != "accepted":
-            code = fields.get("failure_code") or fields.get("reason") or ""
-            self.console.print(f"{fields['candidate']} x {fields['problem']}: {state} {code}")
-
-
-def _summary_line(fields: Mapping[str, JSON]) -> str:
+def summary_line(fields: Mapping[str, EventValue]) -> str:
+    """The ``summary`` event in words: counts, the unsatisfied slots and a hint per reason
+    they were left (:data:`LEFT_HINTS`)."""
     unsatisfied = fields["unsatisfied"]
     assert isinstance(unsatisfied, list)
     line = (
@@ -240,14 +190,14 @@ def _summary_line(fields: Mapping[str, JSON]) -> str:
 LEFT_HINTS: Mapping[str, str] = {
     "attempt_in_progress": "an attempt is in progress or was interrupted (run --resume)",
     "failed_not_retried": "their attempts failed (run --retry-failed N to retry them)",
+    "interrupted_not_resumed": "their attempts were cut off (run --resume retries them)",
+    "resume_bound_reached": (
+        "their attempts were cut off more often than --resume-retries allows"
+        " (--retry-failed N retries them)"
+    ),
     "retry_bound_reached": "their retries reached the --retry-failed bound",
     "warmup_unsatisfied": "their warm-up slot is not accepted",
 }
-
-
-def _int(value: JSON) -> int:
-    assert isinstance(value, int)
-    return value
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:

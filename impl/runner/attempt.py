@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import errno
 import functools
-import hashlib
 import os
 import secrets
-import stat
 import time
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -46,14 +44,14 @@ from runstore.requests import Reference
 from runstore.requests import RetryAuthorization
 from runstore.requests import Superseded
 from runstore.requests import TerminalOutcome
-from runstore.runner.campaign import InputFile
+from runstore.runner import run_events
 from runstore.runner.environment import ENVIRONMENT_FILE
 from runstore.runner.environment import Environments
 from runstore.runner.executor import WorkOrder
 from runstore.runner.executor import WorkResult
+from runstore.runner.inputs import read_inputs
 from runstore.runner.lease_keeper import LeaseKeeper
 from runstore.runner.plan import SlotPlan
-from runstore.runner.worker_result import INPUT_CHANGED
 from runstore.runner.worker_result import RESULT_MISSING
 from runstore.runner.worker_result import UNSAFE_OUTPUT
 from runstore.runner.worker_result import Failure
@@ -66,8 +64,6 @@ from runstore.store import RunStore
 Clock = Callable[[], int]
 
 T = TypeVar("T")
-
-INPUT_CHUNK_BYTES = 1024 * 1024
 
 PATIENCE_FIRST_PAUSE_S = 0.05
 
@@ -83,12 +79,20 @@ and checked against the registered digests)."""
 
 @attrs.frozen(kw_only=True)
 class Finished:
-    """A committed terminal outcome, with the failure code or the accepted metrics."""
+    """A committed terminal outcome, with the failure code or the accepted metrics, and
+    what the run reports of it: ``started_at_ns`` (the reservation's clock), the published
+    attempt artifact's store-relative ``artifact_path``, the ``logs`` it holds
+    (``stdout.log``, ``stderr.log``; none when no worker ran) and, for a failure, the tail
+    of the worker's stderr (:func:`runstore.runner.run_events.stderr_tail`)."""
 
     plan: SlotPlan
     terminal: TerminalAttempt
     failure: Failure | None
     metrics: dict[str, JSON]
+    started_at_ns: int
+    artifact_path: str
+    logs: tuple[str, ...] = ()
+    stderr_tail: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -137,7 +141,7 @@ def start(
         guard = _advance(store, keeper, guard, AttemptState.MATERIALIZING, clock)
         inputs = read_inputs(plan.candidate.files + plan.problem.files)
         if isinstance(inputs, Failure):
-            return fail(store, plan, guard, inputs, None, clock, keeper)
+            return fail(store, plan, guard, inputs, None, clock, keeper, now)
         for phase in EXECUTION_PATH[1:]:
             guard = _advance(store, keeper, guard, phase, clock)
     except BaseException:
@@ -194,46 +198,6 @@ def patient(call: Callable[[], T], lease_ns: int) -> T:
         pause = min(pause * 2, 1.0)
 
 
-def read_inputs(files: Sequence[InputFile]) -> tuple[tuple[str, bytes], ...] | Failure:
-    """Each file's bytes, or ``input_changed`` naming the first that is missing, is no
-    longer a regular file (opened without blocking, so a FIFO swapped in is refused, not
-    waited on), no longer has its registered size (refused before anything is read) or
-    differs from the digest the run was registered with (hashed while read)."""
-    read: list[tuple[str, bytes]] = []
-    for file in files:
-        data = _read_input(file)
-        if isinstance(data, Failure):
-            return data
-        read.append((file.name, data))
-    return tuple(read)
-
-
-def _read_input(file: InputFile) -> bytes | Failure:
-    def changed(**details: JSON) -> Failure:
-        return Failure(code=INPUT_CHANGED, details={"file": file.name, **details})
-
-    try:
-        descriptor = os.open(file.source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as error:
-        return changed(error=text(str(error)))
-    with open(descriptor, "rb", buffering=0) as handle:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            return changed(error="no longer a regular file")
-        if info.st_size != file.size:
-            return changed(size=info.st_size, registered_size=file.size)
-        digest, data = hashlib.sha256(), bytearray()
-        while len(data) <= file.size:
-            chunk = handle.read(min(INPUT_CHUNK_BYTES, file.size + 1 - len(data)))
-            if not chunk:
-                break
-            digest.update(chunk)
-            data += chunk
-    if len(data) != file.size or digest.hexdigest() != file.sha256:
-        return changed(sha256=file.sha256)
-    return bytes(data)
-
-
 def finish(
     store: RunStore,
     started: Started,
@@ -265,7 +229,8 @@ def finish(
     run_environments = Environments() if environments is None else environments
     found = run_environments.references(work.environment, publish)
     if isinstance(verdict, Failure):
-        return fail(store, plan, started.guard, verdict, work, clock, keeper, found)
+        began = started.started_at_ns
+        return fail(store, plan, started.guard, verdict, work, clock, keeper, began, found)
     return _succeed(store, started, verdict, work, lease_ns, clock, keeper, found)
 
 
@@ -312,7 +277,8 @@ def _succeed(
     except OutputUnwritable as unwritable:
         # Nothing was registered for the refused stage; it stays for recovery to remove.
         failure = Failure(code=UNSAFE_OUTPUT, details={"detail": str(unwritable)})
-        return fail(store, plan, guard, failure, work, clock, keeper, environment)
+        began = started.started_at_ns
+        return fail(store, plan, guard, failure, work, clock, keeper, began, environment)
 
     def begin() -> tuple[LeaseRequest, ClaimDisposition]:
         now = clock()
@@ -342,7 +308,7 @@ def _succeed(
         final = _publish_final(
             store, guard, Superseded(), references, work, outputs, lease_ns, clock
         )
-        return Finished(plan=plan, terminal=final.terminal, failure=None, metrics={})
+        return finished(plan, final, None, {}, started.started_at_ns, work)
     try:
         final = _publish_final(store, guard, Accepted(), references, work, outputs, lease_ns, clock)
     except AcceptanceUnsatisfiedError as refusal:
@@ -359,10 +325,10 @@ def _succeed(
         )
         failed = Failed(code=failure.code, details=failure.details)
         final = _publish_final(store, guard, failed, references, work, outputs, lease_ns, clock)
-        return Finished(plan=plan, terminal=final.terminal, failure=failure, metrics={})
+        return finished(plan, final, failure, {}, started.started_at_ns, work)
     metrics = success.produced[-1].result["metrics"] if success.produced else {}
     assert isinstance(metrics, dict)
-    return Finished(plan=plan, terminal=final.terminal, failure=None, metrics=metrics)
+    return finished(plan, final, None, metrics, started.started_at_ns, work)
 
 
 def _register(
@@ -387,14 +353,41 @@ def fail(
     work: WorkResult | None,
     clock: Clock,
     keeper: LeaseKeeper,
+    started_at_ns: int,
     references: Sequence[Reference] = (),
 ) -> Finished:
     """Enter finalizing without contending for the claim and publish ``Failed`` (with
-    ``references``: the worker's environment)."""
+    ``references``: the worker's environment). ``started_at_ns``: the reservation's clock,
+    for the report."""
     guard = _advance(store, keeper, guard, AttemptState.FINALIZING, clock)
     failed = Failed(code=failure.code, details=failure.details)
     final = _publish_final(store, guard, failed, references, work, True, keeper.lease_ns, clock)
-    return Finished(plan=plan, terminal=final.terminal, failure=failure, metrics={})
+    return finished(plan, final, failure, {}, started_at_ns, work)
+
+
+def finished(
+    plan: SlotPlan,
+    final: PublishedFinalization,
+    failure: Failure | None,
+    metrics: dict[str, JSON],
+    started_at_ns: int,
+    work: WorkResult | None,
+) -> Finished:
+    """The :class:`Finished` of a published outcome: the attempt artifact holds the
+    worker's logs exactly when a worker's result was published with it (``work``), and a
+    failure keeps the tail of the stderr it published (only its last bytes are read)."""
+    return Finished(
+        plan=plan,
+        terminal=final.terminal,
+        failure=failure,
+        metrics=metrics,
+        started_at_ns=started_at_ns,
+        artifact_path=final.artifact.path,
+        logs=() if work is None else run_events.LOG_NAMES,
+        stderr_tail=(
+            run_events.stderr_tail(work.stderr) if failure is not None and work is not None else ()
+        ),
+    )
 
 
 def _publish_final(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 import attrs
 from runstore.canonical import JSON
@@ -27,7 +26,6 @@ from runstore.errors import ClaimExpiredError
 from runstore.errors import InvalidRecordError
 from runstore.errors import LeaseExpiredError
 from runstore.errors import LeaseReleasedError
-from runstore.errors import RegistrationConflictError
 from runstore.errors import RetryBoundExceededError
 from runstore.errors import RetryNotAuthorizedError
 from runstore.errors import RunStoreError
@@ -36,6 +34,7 @@ from runstore.errors import StaleRevisionError
 from runstore.recovery_report import RecoveryReport
 from runstore.requests import RetryAuthorization
 from runstore.runner import attempt
+from runstore.runner import run_events
 from runstore.runner.campaign import Campaign
 from runstore.runner.environment import Environments
 from runstore.runner.executor import Executor
@@ -43,8 +42,10 @@ from runstore.runner.executor import WorkHandle
 from runstore.runner.lease_keeper import LeaseKeeper
 from runstore.runner.plan import SlotPlan
 from runstore.runner.plan import candidate_id
-from runstore.runner.plan import conflicts
-from runstore.runner.plan import plan
+from runstore.runner.revisions import Revised
+from runstore.runner.revisions import resolve
+from runstore.runner.schedule import DEFAULT_RESUME_RETRIES
+from runstore.runner.schedule import MAX_RESUME_RETRIES
 from runstore.runner.schedule import RetryPolicy
 from runstore.runner.schedule import Schedule
 from runstore.store import RunStore
@@ -66,8 +67,9 @@ cancels it itself (the executor enforces the limit; this guards against one that
 not)."""
 
 
-class Reporter(Protocol):
-    def __call__(self, event: str, fields: dict[str, JSON]) -> None: ...
+Reporter = run_events.Reporter
+"""Receives each event of a run (SPEC.md section 15.7); :func:`run_campaign` stamps every
+event's ``time_ns`` and ``time`` (:class:`~runstore.runner.run_events.Stamped`)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -79,6 +81,9 @@ class RunOptions:
     jobs: int = attrs.field()
     resume: bool = attrs.field(default=False)
     retry_failed: int | None = attrs.field(default=None)
+    retry_codes: tuple[str, ...] | None = attrs.field(default=None)
+    resume_retries: int = attrs.field(default=DEFAULT_RESUME_RETRIES)
+    revise: bool = attrs.field(default=False)
 
     def __attrs_post_init__(self) -> None:
         if type(self.jobs) is not int or not 1 <= self.jobs <= MAX_JOBS:
@@ -88,6 +93,20 @@ class RunOptions:
         bound = self.retry_failed
         if bound is not None and (type(bound) is not int or not 0 <= bound <= 2**53 - 1):
             raise InvalidRecordError("retry_failed must be None or an int from 0 to 2**53-1")
+        codes = self.retry_codes
+        if codes is not None and (
+            type(codes) is not tuple or not codes or any(type(c) is not str for c in codes)
+        ):
+            raise InvalidRecordError("retry_codes must be None or a nonempty tuple of str")
+        if codes is not None and bound is None:
+            raise InvalidRecordError("retry_codes limits --retry-failed, which is not given")
+        limit = self.resume_retries
+        if type(limit) is not int or not 0 <= limit <= MAX_RESUME_RETRIES:
+            raise InvalidRecordError(
+                f"resume_retries must be an int from 0 to {MAX_RESUME_RETRIES}"
+            )
+        if type(self.revise) is not bool:
+            raise InvalidRecordError("revise must be a bool")
 
 
 @attrs.frozen(kw_only=True)
@@ -118,30 +137,29 @@ class RunSummary:
         }
 
 
-def register(store: RunStore, campaign: Campaign) -> tuple[tuple[SlotPlan, ...], int]:
-    """Register every applicable pair (identical records are reused); returns the plans
-    and how many slots were new. A pair that differs from what the store holds refuses the
-    whole campaign with ``registration_conflict`` before anything is registered."""
-    plans = plan(campaign)
+def register(
+    store: RunStore, campaign: Campaign, *, revise: bool = False
+) -> tuple[tuple[SlotPlan, ...], int, Revised]:
+    """Register every applicable pair (identical records are reused), each at its revision
+    (SPEC.md section 15.9); returns the plans, how many slots were new, and the revisions.
+    A pair that differs from its latest registered revision refuses the whole campaign
+    with ``registration_conflict`` before anything is registered, unless ``revise``."""
     held = store.registered_for([candidate_id(campaign, c) for c in campaign.candidates])
-    found = conflicts(plans, held)
-    if found:
-        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
-        raise RegistrationConflictError(
-            f"campaign {campaign.name} differs from what the store holds: "
-            + " | ".join(found[:3])
-            + more
-        )
+    revised = resolve(campaign, held, revise=revise)
     known = {slot.id for slot in held.attempt_slots}
     new = 0
-    for slot in plans:
+    for slot in revised.plans:
+        if slot.run is None and (slot.candidate.name, slot.problem.name) in revised.revised:
+            # a revision stops measuring a registered pair: the exclusion is its record
+            store.register_exclusion(slot.decision)
+            continue
         if slot.attempt_slot is None or slot.run is None or slot.attempt_slot.id in known:
             continue
         store.register_slots(
             slot.decision, slot.run, slot.attempt_slot, list(slot.observation_slots)
         )
         new += 1
-    return plans, new
+    return revised.plans, new, revised
 
 
 def run_campaign(
@@ -155,7 +173,8 @@ def run_campaign(
     clock: Clock = time.time_ns,
 ) -> RunSummary:
     """Register ``campaign`` and run its unsatisfied slots to a terminal outcome each."""
-    plans, new = register(store, campaign)
+    report = run_events.Stamped(report, clock)
+    plans, new, revised = register(store, campaign, revise=options.revise)
     applicable = [slot for slot in plans if slot.attempt_slot is not None]
     report(
         "campaign",
@@ -163,6 +182,9 @@ def run_campaign(
             "campaign": campaign.name,
             "excluded": len(plans) - len(applicable),
             "registered": new,
+            "revision": revised.revision,
+            "revised": [f"{candidate} x {problem}" for candidate, problem in revised.revised],
+            "changes": list(revised.changes),
             "slots": len(applicable),
         },
     )
@@ -170,9 +192,14 @@ def run_campaign(
     if options.resume:
         recovery = store.recover(clock)
         report("recovered", _recovered(recovery))
-    policy = RetryPolicy(resume=options.resume, retry_failed=options.retry_failed)
+    policy = RetryPolicy(
+        resume=options.resume,
+        retry_failed=options.retry_failed,
+        retry_codes=options.retry_codes,
+        resume_retries=options.resume_retries,
+    )
     schedule = Schedule.from_progress(applicable, store, policy, clock())
-    report("planned", {**schedule.counts(), "seed": campaign.seed})
+    report("planned", {**schedule.counts(), "jobs": options.jobs, "seed": campaign.seed})
     loop = _Loop(store, campaign, executor, options, report, clock, schedule)
     loop.run(stop or threading.Event())
     unsatisfied = _unsatisfied(store, applicable)
@@ -212,6 +239,8 @@ class _Loop:
         self.accepted = 0
         self.failed = 0
         self.stopped = False
+        self.announced: tuple[int, int] | None = None
+        """The last ``waiting_for_leases`` reported: (slots, until_ns)."""
 
     def run(self, stop: threading.Event) -> None:
         with self.keeper.background(self.store.root):
@@ -228,6 +257,7 @@ class _Loop:
                 if not self.stopped:
                     self._settle_waiting()
                     self._fill()
+                    self._announce_waiting()
                 done = self.executor.wait(list(self.running), self._timeout_s())
                 for handle in done:
                     self._finish(handle)
@@ -294,9 +324,11 @@ class _Loop:
 
     def _finished(self, finished: attempt.Finished) -> None:
         terminal = finished.terminal
-        fields: dict[str, JSON] = {
+        fields: dict[str, run_events.EventValue] = {
             **_slot_fields(finished.plan),
             "attempt": terminal.attempt_id,
+            "duration_s": run_events.duration_s(finished.started_at_ns, terminal.finished_at_ns),
+            "logs": run_events.log_paths(self.store.root, finished.artifact_path, finished.logs),
             "retry_index": terminal.retry_index,
             "state": terminal.state.value,
         }
@@ -304,8 +336,9 @@ class _Loop:
             self.failed += 1
             fields["failure_code"] = finished.failure.code
             fields["details"] = finished.failure.details
+            fields["stderr_tail"] = list(finished.stderr_tail)
             if not self.stopped:
-                self.schedule.failed(finished.plan, terminal.retry_index)
+                self.schedule.failed(finished.plan, terminal.retry_index, finished.failure.code)
         elif terminal.state is AttemptState.ACCEPTED:
             self.accepted += 1
             fields["metrics"] = finished.metrics
@@ -351,6 +384,23 @@ class _Loop:
             self.report("recovered", _recovered(recovery))
             self.schedule.reread(self.store, now)
 
+    def _announce_waiting(self) -> None:
+        """Report ``waiting_for_leases`` before the run waits for slots whose attempts are
+        still in progress (``--resume``): how many, and when the last of their leases lets
+        recovery judge them (``until_ns``, ``until``). Reported again only when that
+        changes, and never for a wait that is already over."""
+        due = [waiting.due_ns for waiting in self.schedule.waiting]
+        if not due:
+            return
+        wait = (len(due), max(due))
+        if wait == self.announced or wait[1] <= self.clock():
+            return
+        self.announced = wait
+        self.report(
+            "waiting_for_leases",
+            {"slots": wait[0], "until": run_events.iso_time(wait[1]), "until_ns": wait[1]},
+        )
+
     def _timeout_s(self) -> float:
         """Until the next renewal or waiting slot is due: at least 10 ms, at most 1 s
         (none when there is nothing to wait for)."""
@@ -373,12 +423,8 @@ def _unsatisfied(store: RunStore, applicable: list[SlotPlan]) -> list[str]:
 
 
 def _slot_fields(slot: SlotPlan) -> dict[str, JSON]:
-    assert slot.attempt_slot is not None
-    return {
-        "candidate": slot.candidate.name,
-        "problem": slot.problem.name,
-        "slot": slot.attempt_slot.id,
-    }
+    """The fields naming ``slot`` in its events (:func:`run_events.slot_fields`)."""
+    return run_events.slot_fields(slot)
 
 
 def _recovered(report: RecoveryReport) -> dict[str, JSON]:
