@@ -9,6 +9,7 @@ observer is test-only. Connections are opened here, with autocommit handled by h
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -54,6 +55,32 @@ def execute(connection: sqlite3.Connection, sql: str, params: Params = ()) -> li
     if _observer is not None:
         _observer("after", sql)
     return rows
+
+
+def iterate(connection: sqlite3.Connection, sql: str, params: Params = ()) -> Iterator[Row]:
+    """Run one statement and yield its rows one at a time from its cursor, for results too
+    large to hold at once (an inspection copy's tables). The observer sees "before" when
+    the statement starts and "after" once its rows are exhausted."""
+    if _observer is not None:
+        _observer("before", sql)
+    try:
+        cursor = connection.execute(sql, params)
+    except UnicodeDecodeError as error:
+        raise undecodable(error) from None
+    try:
+        # Not ``yield from``: closing this generator would then close the cursor, which
+        # raises once the connection is closed.
+        for row in cursor:  # noqa: UP028
+            yield row
+    except UnicodeDecodeError as error:
+        raise undecodable(error) from None
+    finally:
+        # A generator left unfinished may be collected after its connection closed, which
+        # released the cursor already.
+        with contextlib.suppress(sqlite3.ProgrammingError):
+            cursor.close()
+    if _observer is not None:
+        _observer("after", sql)
 
 
 def undecodable(error: UnicodeDecodeError) -> sqlite3.DatabaseError:

@@ -300,17 +300,24 @@ class _Attempt:
         return lease_id
 
 
-def _accepted_attempt(world: _World, documents: Slot, retry: int, index: int) -> None:
-    """An attempt whose worker wrote slot ``index``'s ``result.json``, in the runner's
-    order: ``publish_artifact(observation)`` (the artifact rooted under the reservation, its
+def _accepted_attempt(
+    world: _World,
+    documents: Slot,
+    retry: int,
+    observed: dict[str, bytes],
+    result: Document,
+    files: dict[str, bytes],
+) -> None:
+    """An attempt whose worker wrote ``observed`` (its observation artifact's files, read
+    as ``result``) and left the attempt artifact's ``files``, in the runner's order:
+    ``publish_artifact(observation)`` (the artifact rooted under the reservation, its
     stage released), ``begin_finalization`` taking the claim, ``register_observation``
     (valid, reached, selected), ``publish_finalization(Accepted)``."""
     attempt = _Attempt.reserve(world, documents, retry)
     for phase in (*EXECUTION_PATH, AttemptState.VALIDATING):
         attempt.advance(phase)
-    (document, result), stage = worker_result(index), attempt.stage()
-    files = {"result.json": document}
-    artifact = world.publish(ArtifactKind.OBSERVATION, files, world.clock())
+    stage = attempt.stage()
+    artifact = world.publish(ArtifactKind.OBSERVATION, observed, world.clock())
     artifact_id = str(artifact["id"])
     world.add("leased_artifacts", attempt.reservation, artifact_id)
     world.batch.releases[0].append((world.clock(), stage))
@@ -331,15 +338,19 @@ def _accepted_attempt(world: _World, documents: Slot, retry: int, index: int) ->
     payload = payloads.observation_payload(observation_id, slot_id, artifact_id, [], True, True)
     world.event(payloads.OBSERVATION_REGISTERED, attempt.id, now, payload)
     produced = [outcome_json.observation_entry(observation, artifact, [])]
-    _publish_finalization(attempt, Accepted(), 0, [("observation", artifact)], produced)
+    _publish_finalization(attempt, Accepted(), files, [("observation", artifact)], produced)
 
 
 def _publish_finalization(
-    attempt: _Attempt, outcome: TerminalOutcome, code: int, deps: _Deps, produced: list[Document]
+    attempt: _Attempt,
+    outcome: TerminalOutcome,
+    files: dict[str, bytes],
+    deps: _Deps,
+    produced: list[Document],
 ) -> None:
-    """``publish_finalization``: stage, finish time, outcome document, final artifact, then
-    the terminal commit (references, transition, claim deleted, leases released), for a
-    worker that exited with ``code``."""
+    """``publish_finalization``: stage, finish time, outcome document, final artifact
+    (``files`` and the outcome document), then the terminal commit (references,
+    transition, claim deleted, leases released)."""
     world, (decision, run, slot, result) = attempt.world, attempt.slot
     attempt.stage()
     finished = world.clock()
@@ -362,8 +373,7 @@ def _publish_finalization(
         finished_at_ns=finished,
         dependencies=deps,
     )
-    files = {**attempt_files(code), OUTCOME_NAME: document}
-    final = world.publish(ArtifactKind.ATTEMPT, files, world.clock())
+    final = world.publish(ArtifactKind.ATTEMPT, {**files, OUTCOME_NAME: document}, world.clock())
     committed = world.clock()
     for role, entry in deps:
         world.add("attempt_artifacts", attempt.id, role, entry["id"])
@@ -399,8 +409,10 @@ def _synthesize_slot(world: _World, plan: SlotPlan) -> None:
         for phase in (*EXECUTION_PATH, AttemptState.FINALIZING):
             attempt.advance(phase)
         failed = Failed(code=WORKER_FAILED, details={"exit_code": 1})
-        _publish_finalization(attempt, failed, 1, [], [])
-    _accepted_attempt(world, documents, int(plan.failed_first), plan.index)
+        _publish_finalization(attempt, failed, attempt_files(1), [], [])
+    document, result = worker_result(plan.index)
+    observed = {"result.json": document}
+    _accepted_attempt(world, documents, int(plan.failed_first), observed, result, attempt_files(0))
 
 
 def _new_store(root: str) -> str:

@@ -4,9 +4,12 @@ requiring the model's projection to equal the stored one (SPEC.md section 16.2).
 Rules of this package: the one runtime user of :mod:`runstore.model`; it reads only
 through an inspection :class:`~runstore.inspection.snapshot.Snapshot` (never the store's
 own files, never writing), and reports the first divergence as a value, never by raising.
-Modules: ``stored`` (the rows, as values), ``replay`` (events back into model calls) and
-``projection`` (the comparable projection of a database or a model state, which the
-tests and the crash simulator share).
+Modules: ``slot_rows`` (every row, read one attempt slot at a time), ``stored`` (the rows,
+as values), ``partition`` (one slot's rows and the projection it must reach), ``counters``
+(the global checks), ``replay`` (events back into model calls) and ``projection`` (the
+comparable projection of a database or a model state, which the tests and the crash
+simulator share). Memory holds one batch of partitions (:data:`BATCH_SLOTS` slots), never
+the store.
 """
 
 from __future__ import annotations
@@ -18,20 +21,33 @@ from typing import Any
 import attrs
 from runstore.canonical import JSON
 from runstore.inspection.snapshot import Snapshot
+from runstore.model import ModelState
+from runstore.model import Refusal
+from runstore.model import register_exclusion
+from runstore.records import ApplicabilityDecision
 
+from .counters import counter_divergence
+from .counters import unreadable_artifact
+from .partition import Draft
 from .partition import Partition
-from .partition import counter_divergence
-from .partition import split
+from .partition import complete
+from .partition import draft
 from .projection import Projection
 from .projection import attempt_row
-from .projection import connection_projection
 from .projection import model_projection
 from .replay import Diverged
 from .replay import Divergence
 from .replay import Replay
+from .slot_rows import SlotRows
+from .slot_rows import artifact_rows
+from .slot_rows import observation_rows
 from .stored import StoredEvent
 from .stored import Unreadable
-from .stored import read
+from .stored import observation
+from .stored import record
+
+BATCH_SLOTS = 256
+"""Partitions whose artifacts are looked up together (one query per batch)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -78,25 +94,99 @@ def audit_connection(connection: sqlite3.Connection, root: str) -> AuditReport:
 
 
 def _replay(connection: sqlite3.Connection) -> None:
-    try:
-        stored = read(connection)
-    except Unreadable as error:
-        raise Diverged(
-            Divergence(code="unreadable", sequence=None, attempt_id=None, message=str(error))
-        ) from None
-    projection = connection_projection(connection)
-    partitions, stray = split(stored, projection)
+    """Slot by slot, holding one batch of partitions at a time. The divergence reported
+    is, in this order: the first unreadable row (artifacts first, then slot by slot), the
+    first row that belongs to no attempt slot, a gap in the global counters, and the
+    partitions' divergence with the smallest event sequence (one without a sequence last;
+    with a counter divergence no partition is replayed, only read)."""
+    unreadable = unreadable_artifact(connection)
+    if unreadable is not None:
+        raise Diverged(unreadable)
+    counters = counter_divergence(connection)
+    rows = SlotRows(connection)
+    earliest: Divergence | None = None
+    batch: list[Draft] = []
+    for slot in rows.slots():
+        try:
+            drafted = draft(slot)
+        except Unreadable as error:
+            raise _unreadable(error) from None
+        if counters is None:
+            batch.append(drafted)
+        if len(batch) >= BATCH_SLOTS:
+            earliest = _earlier(earliest, _replay_batch(connection, batch))
+            batch = []
+    earliest = _earlier(earliest, _replay_batch(connection, batch))
+    for decision_id, record_json in rows.exclusions():
+        refusal = _exclusion_refusal(decision_id, record_json)
+        if refusal is not None:
+            raise Diverged(refusal)
+    stray = rows.first_stray()
     if stray is not None:
-        table, *row = stray
+        table, row = stray
         code = "registration_refused" if table in ("decisions", "runs") else "projection_differs"
-        message = f"table {table}: {_row(tuple(row))} belongs to no registered attempt slot"
+        message = f"table {table}: {_row(row)} belongs to no registered attempt slot"
         raise Diverged(Divergence(code=code, sequence=None, attempt_id=None, message=message))
-    counters = counter_divergence(stored, projection)
     if counters is not None:
         raise Diverged(counters)
-    found = [d for d in map(_replay_partition, partitions) if d is not None]
-    if found:
-        raise Diverged(min(found, key=lambda d: (d.sequence is None, d.sequence or 0)))
+    if earliest is not None:
+        raise Diverged(earliest)
+
+
+def _exclusion_refusal(decision_id: str, record_json: str) -> Divergence | None:
+    """An exclusion registered alone, checked as the model registers one: its record
+    rebuilt (its id recomputed) and accepted by ``register_exclusion``."""
+    try:
+        decision = record(ApplicabilityDecision, decision_id, record_json)
+    except Unreadable as error:
+        raise _unreadable(error) from None
+    _, result = register_exclusion(ModelState(), decision)
+    if isinstance(result, Refusal):
+        message = f"{decision_id}: {result.code}: {result.message}"
+        return Divergence(
+            code="registration_refused", sequence=None, attempt_id=None, message=message
+        )
+    return None
+
+
+def _unreadable(error: Unreadable) -> Diverged:
+    return Diverged(
+        Divergence(code="unreadable", sequence=None, attempt_id=None, message=str(error))
+    )
+
+
+def _earlier(first: Divergence | None, second: Divergence | None) -> Divergence | None:
+    """The divergence with the smaller event sequence (one without a sequence last; the
+    first one on a tie)."""
+    if first is None or second is None:
+        return first or second
+
+    def key(divergence: Divergence) -> tuple[bool, int]:
+        return divergence.sequence is None, divergence.sequence or 0
+
+    return second if key(second) < key(first) else first
+
+
+def _replay_batch(connection: sqlite3.Connection, drafts: list[Draft]) -> Divergence | None:
+    """Look up the batch's artifacts and foreign observations, then replay each partition;
+    the earliest divergence."""
+    if not drafts:
+        return None
+    needed: set[str] = set().union(*(drafted.needed for drafted in drafts))
+    foreign_ids: set[str] = set().union(*(drafted.foreign for drafted in drafts))
+    artifacts = artifact_rows(connection, needed)
+    try:
+        foreign = {
+            key: observation(row[:-1], row[-1])
+            for key, row in observation_rows(connection, foreign_ids).items()
+        }
+        partitions = [complete(drafted, artifacts, foreign) for drafted in drafts]
+    except Unreadable as error:
+        raise _unreadable(error) from None
+    earliest: Divergence | None = None
+    for partition in partitions:
+        earliest = _earlier(earliest, _replay_partition(partition))
+    return earliest
 
 
 def _replay_partition(partition: Partition) -> Divergence | None:

@@ -43,6 +43,10 @@ _QUERIES = {
 }
 
 
+TABLES = tuple(_QUERIES)
+"""The projection's tables, in the order every projection lists them."""
+
+
 def table_rows(connection: sqlite3.Connection, table: str) -> list[tuple[Any, ...]]:
     """One table of the projection, read through ``connection``."""
     return sorted(

@@ -1,16 +1,15 @@
-"""What the audit reads from a snapshot: every committed row, as values the model accepts.
+"""What the audit reads from a snapshot, as values the model accepts: one attempt slot's
+rows (:class:`~runstore.audit.slot_rows.SlotRecords`) decoded into a :class:`Stored`.
 
-Rules of this file: reads only, through the connection it is given (an inspection
-snapshot's private copy); no model logic. Records are rebuilt from their ``record_json``
-with the value layer's ``from_json`` (which recomputes and checks every id); a row that
-cannot be rebuilt is an :class:`Unreadable` fact for the audit to report, never skipped.
+Rules of this file: decoding only, no queries and no model logic. Records are rebuilt from
+their ``record_json`` with the value layer's ``from_json`` (which recomputes and checks
+every id); a row that cannot be rebuilt is an :class:`Unreadable` fact for the audit to
+report, never skipped.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections import defaultdict
 from typing import Any
 
 import attrs
@@ -25,6 +24,8 @@ from runstore.records import AttemptSlot
 from runstore.records import Observation
 from runstore.records import ObservationSlot
 from runstore.records import ResolvedRun
+
+Row = tuple[Any, ...]
 
 
 class Unreadable(Exception):
@@ -62,7 +63,7 @@ class StoredObservation:
 
 @attrs.frozen(kw_only=True)
 class Stored:
-    """The rows the replay draws its arguments from."""
+    """The rows one partition's replay draws its arguments from."""
 
     decisions: dict[str, ApplicabilityDecision]
     runs: dict[str, ResolvedRun]
@@ -76,144 +77,78 @@ class Stored:
     observations: dict[str, StoredObservation]
     events: list[StoredEvent]
     needed: frozenset[str] | None = None
-    """In a partition, the artifacts it registers (None: every stored artifact)."""
+    """The artifacts the partition registers (None: every artifact of ``artifacts``)."""
 
     def lease(self, attempt_id: str, purpose: LeasePurpose) -> LeaseRow | None:
         """The attempt's one lease of ``purpose`` (reservation or finalization), if any."""
         return next((row for row in self.leases[attempt_id] if row.purpose is purpose), None)
 
 
-def _rows(connection: sqlite3.Connection, query: str) -> list[tuple[Any, ...]]:
-    return connection.execute(query).fetchall()
-
-
-def _record(kind: Any, subject: str, text: str) -> Any:
+def record(kind: Any, subject: str, text: object) -> Any:
+    """``kind`` rebuilt from the ``record_json`` ``text``; :class:`Unreadable` otherwise."""
     try:
+        if not isinstance(text, str | bytes):
+            raise ValueError(f"record_json is {type(text).__name__}, not text")
         return kind.from_json(json.loads(text))
     except (ValueError, RunStoreError) as error:
         raise Unreadable(subject, str(error)) from None
 
 
-def _registrations(connection: sqlite3.Connection) -> dict[str, Any]:
-    decisions = {
-        row[0]: _record(ApplicabilityDecision, row[0], row[1])
-        for row in _rows(connection, "SELECT id, record_json FROM applicability_decisions")
-    }
-    runs = {
-        row[0]: _record(ResolvedRun, row[0], row[1])
-        for row in _rows(connection, "SELECT id, record_json FROM resolved_runs")
-    }
-    slots = {
-        row[0]: _record(AttemptSlot, row[0], row[1])
-        for row in _rows(connection, "SELECT id, record_json FROM attempt_slots")
-    }
-    members: dict[str, list[ObservationSlot]] = defaultdict(list)
-    query = (
-        "SELECT o.id, o.record_json, m.attempt_slot_id FROM observation_slots o "
-        "JOIN attempt_observation_slots m ON m.observation_slot_id = o.id ORDER BY o.id"
+def artifact(row: Row) -> ArtifactRegistration:
+    """An ``artifacts`` projection row as a registration whose id is the row's."""
+    artifact_id, kind, path, content, manifest, verified = row
+    try:
+        registration = ArtifactRegistration(
+            kind=ArtifactKind(kind),
+            path=path,
+            content_sha256=content,
+            manifest_sha256=manifest,
+            verified_at_ns=verified,
+        )
+    except (ValueError, RunStoreError) as error:
+        raise Unreadable(artifact_id, str(error)) from None
+    if registration.id != artifact_id:
+        raise Unreadable(artifact_id, f"its columns give the id {registration.id}")
+    return registration
+
+
+def lease(row: Row) -> LeaseRow:
+    """A ``leases`` projection row as the model's lease."""
+    try:
+        purpose = LeasePurpose(row[4])
+    except ValueError:
+        raise Unreadable(row[0], f"lease purpose {row[4]!r:.40} is unknown") from None
+    return LeaseRow(
+        id=row[0],
+        fencing_token=row[1],
+        owner_token=row[2],
+        attempt_id=row[3],
+        purpose=purpose,
+        acquired_at_ns=row[5],
+        expires_at_ns=row[6],
+        released_at_ns=row[7],
+        staging_path=row[8],
     )
-    for slot_id, text, owner in _rows(connection, query):
-        members[owner].append(_record(ObservationSlot, slot_id, text))
-    return {"decisions": decisions, "runs": runs, "attempt_slots": slots, "members": members}
 
 
-def _artifacts(connection: sqlite3.Connection) -> dict[str, ArtifactRegistration]:
-    found = {}
-    query = "SELECT id, kind, path, content_sha256, manifest_sha256, verified_at_ns FROM artifacts"
-    for artifact_id, kind, path, content, manifest, verified in _rows(connection, query):
-        try:
-            registration = ArtifactRegistration(
-                kind=ArtifactKind(kind),
-                path=path,
-                content_sha256=content,
-                manifest_sha256=manifest,
-                verified_at_ns=verified,
-            )
-        except (ValueError, RunStoreError) as error:
-            raise Unreadable(artifact_id, str(error)) from None
-        if registration.id != artifact_id:
-            raise Unreadable(artifact_id, f"its columns give the id {registration.id}")
-        found[artifact_id] = registration
-    return found
-
-
-def _leases(connection: sqlite3.Connection) -> dict[str, list[LeaseRow]]:
-    leases: dict[str, list[LeaseRow]] = defaultdict(list)
-    query = (
-        "SELECT id, fencing_token, owner_token, attempt_id, purpose, acquired_at_ns, "
-        "expires_at_ns, released_at_ns, staging_path FROM leases ORDER BY fencing_token"
+def observation(row: Row, record_json: object) -> StoredObservation:
+    """An ``observations`` projection row and its record."""
+    return StoredObservation(
+        observation=record(Observation, row[0], record_json),
+        attempt_slot_id=row[3],
+        artifact_id=row[6],
     )
-    for row in _rows(connection, query):
-        try:
-            purpose = LeasePurpose(row[4])
-        except ValueError:
-            raise Unreadable(row[0], f"lease purpose {row[4]!r:.40} is unknown") from None
-        leases[row[3]].append(
-            LeaseRow(
-                id=row[0],
-                fencing_token=row[1],
-                owner_token=row[2],
-                attempt_id=row[3],
-                purpose=purpose,
-                acquired_at_ns=row[5],
-                expires_at_ns=row[6],
-                released_at_ns=row[7],
-                staging_path=row[8],
-            )
-        )
-    return leases
 
 
-def _observations(connection: sqlite3.Connection) -> dict[str, StoredObservation]:
-    query = "SELECT id, record_json, attempt_slot_id, artifact_id FROM observations"
-    return {
-        row[0]: StoredObservation(
-            observation=_record(Observation, row[0], row[1]),
-            attempt_slot_id=row[2],
-            artifact_id=row[3],
-        )
-        for row in _rows(connection, query)
-    }
-
-
-def _events(connection: sqlite3.Connection) -> list[StoredEvent]:
-    events = []
-    query = "SELECT sequence, kind, attempt_id, at_ns, payload_json FROM events ORDER BY sequence"
-    for sequence, kind, attempt_id, at_ns, text in _rows(connection, query):
-        try:
-            payload = json.loads(text)
-        except ValueError as error:
-            raise Unreadable(f"event {sequence}", f"payload is not JSON: {error}") from None
-        if type(payload) is not dict:
-            raise Unreadable(f"event {sequence}", "payload is not a JSON object")
-        events.append(
-            StoredEvent(
-                sequence=sequence, kind=kind, attempt_id=attempt_id, at_ns=at_ns, payload=payload
-            )
-        )
-    return events
-
-
-def read(connection: sqlite3.Connection) -> Stored:
-    """Every committed row the replay needs, read through ``connection``; raises
-    :class:`Unreadable` for the first row the value layer refuses."""
-    references: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for attempt_id, role, artifact_id in _rows(
-        connection, "SELECT attempt_id, role, artifact_id FROM attempt_artifacts"
-    ):
-        references[attempt_id].append((role, artifact_id))
-    rooted: dict[str, list[str]] = defaultdict(list)
-    for lease_id, artifact_id in _rows(
-        connection, "SELECT lease_id, artifact_id FROM leased_artifacts ORDER BY artifact_id"
-    ):
-        rooted[lease_id].append(artifact_id)
-    return Stored(
-        **_registrations(connection),
-        artifacts=_artifacts(connection),
-        leases=_leases(connection),
-        attempt_final=dict(_rows(connection, "SELECT id, final_artifact_id FROM attempts")),
-        references=references,
-        rooted=rooted,
-        observations=_observations(connection),
-        events=_events(connection),
+def event(row: Row) -> StoredEvent:
+    """An ``events`` projection row (its payload as bytes) as a stored event."""
+    sequence, kind, attempt_id, at_ns, data = row
+    try:
+        payload = json.loads(data)
+    except ValueError as error:
+        raise Unreadable(f"event {sequence}", f"payload is not JSON: {error}") from None
+    if type(payload) is not dict:
+        raise Unreadable(f"event {sequence}", "payload is not a JSON object")
+    return StoredEvent(
+        sequence=sequence, kind=kind, attempt_id=attempt_id, at_ns=at_ns, payload=payload
     )

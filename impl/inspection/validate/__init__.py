@@ -83,8 +83,10 @@ def validate_store(
     log = Log(FINDING_CAP)
     checked: dict[str, int] = {}
     # Before the copy: an object renamed after it is not judged against it.
-    listed = unregistered.list_attempt_objects(str(root))
-    with Snapshot.take(root, tries=tries, strict=False) as snapshot:
+    with (
+        unregistered.list_attempt_objects(str(root)) as listed,
+        Snapshot.take(root, tries=tries, strict=False) as snapshot,
+    ):
         connection = snapshot.connection
         connection.text_factory = lenient_text
         try:
@@ -99,7 +101,7 @@ def validate_store(
 def _check_rest(
     connection: sqlite3.Connection,
     root: str,
-    listed: tuple[str, ...],
+    listed: unregistered.ObjectNames,
     quick: bool,
     log: Log,
     checked: dict[str, int],

@@ -4,7 +4,8 @@ says more than the database holds, so commits were lost after it was published (
 or truncated WAL rolls a stopped store back to its last checkpoint; the objects stay).
 
 Rules of this file: reads only. The ``attempt-*`` names are listed by
-:func:`list_attempt_objects` *before* the snapshot is copied, and only those are judged, so
+:func:`list_attempt_objects` *before* the snapshot is copied (spooled to a temporary file,
+not held), and only those are judged, so
 every object judged was renamed into place before the copy was taken: one that a
 publisher renames while ``validate`` runs is not listed, and for one renamed earlier
 everything its document relies on was committed before the copy. Objects are read in
@@ -28,6 +29,10 @@ import os
 import re
 import sqlite3
 import stat
+import tempfile
+from collections.abc import Iterable
+from collections.abc import Iterator
+from typing import IO
 from typing import Final
 
 import attrs
@@ -77,42 +82,78 @@ class _Claims:
     """(observation slot id, observation id) of every selection the snapshot lists."""
 
 
-def list_attempt_objects(root: str) -> tuple[str, ...]:
+class ObjectNames:
+    """The ``attempt-*`` names of ``artifacts/`` as listed at one moment, spooled one per
+    line to an anonymous temporary file, so memory does not grow with the store; iterating
+    reads them back in the directory's order. Close it (or use ``with``) to discard them."""
+
+    def __init__(self, spool: IO[str] | None) -> None:
+        self._spool = spool
+
+    def __iter__(self) -> Iterator[str]:
+        if self._spool is None:
+            return
+        self._spool.seek(0)
+        for line in self._spool:
+            yield line.rstrip("\n")
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+
+    def __enter__(self) -> ObjectNames:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def list_attempt_objects(root: str) -> ObjectNames:
     """The names of the entries of ``root``'s ``artifacts/`` that are attempt addresses
-    (``attempt-<64 lowercase hex>``), sorted; none when ``artifacts/`` cannot be listed
-    (missing, a link, not a directory: :mod:`.artifacts` reports the last two). Called
-    before the snapshot is taken and tolerant of any root: the snapshot's refusals come
-    after it."""
+    (``attempt-<64 lowercase hex>``); none when ``artifacts/`` cannot be listed (missing,
+    a link, not a directory: :mod:`.artifacts` reports the last two). Called before the
+    snapshot is taken and tolerant of any root: the snapshot's refusals come after it."""
     try:
         fd = os.open(os.path.join(root, ARTIFACTS_DIR), _DIRECTORY_FLAGS)
     except (OSError, ValueError):
-        return ()
+        return ObjectNames(None)
+    # Not a ``with``: the returned ObjectNames owns the file and closes it.
+    spool = tempfile.TemporaryFile("w+", encoding="ascii")  # noqa: SIM115
     try:
-        names = os.listdir(fd)
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if _ATTEMPT_ADDRESS.fullmatch(entry.name):
+                    spool.write(entry.name + "\n")
     except OSError:
-        return ()
+        spool.close()
+        return ObjectNames(None)
     finally:
         os.close(fd)
-    return tuple(sorted(name for name in names if _ATTEMPT_ADDRESS.fullmatch(name)))
+    return ObjectNames(spool)
 
 
 def check_unregistered(
     connection: sqlite3.Connection,
     root: str,
-    names: tuple[str, ...],
+    names: Iterable[str],
     *,
     quick: bool,
     report: Report,
 ) -> int:
     """Judge each of ``names`` (listed before the snapshot) that no artifact row
-    registers: a complete object whose ``outcome.json`` is missing, unreadable, not an
-    outcome document, or names records the database lacks is ``artifact_unregistered``
-    (subject: its store path). Returns how many unregistered objects were judged."""
+    registers, in name order: a complete object whose ``outcome.json`` is missing,
+    unreadable, not an outcome document, or names records the database lacks is
+    ``artifact_unregistered`` (subject: its store path). Returns how many unregistered
+    objects were judged. Only the unregistered names are held (a store's few leftovers)."""
     judged = 0
-    for name in names:
-        artifact_id, path = objects.address(ArtifactKind.ATTEMPT, name.split("-", 1)[1])
-        if _registered(connection, artifact_id):
-            continue
+    unregistered = sorted(
+        name
+        for name in names
+        if not _registered(connection, objects.address(ArtifactKind.ATTEMPT, _digest(name))[0])
+    )
+    for name in unregistered:
+        path = objects.address(ArtifactKind.ATTEMPT, _digest(name))[1]
         read = _outcome_bytes(root, path, name, quick=quick)
         if read is None:
             continue
@@ -121,6 +162,10 @@ def check_unregistered(
         if problem is not None:
             report(ARTIFACT_UNREGISTERED, path, f"no artifact row registers it, and {problem}")
     return judged
+
+
+def _digest(name: str) -> str:
+    return name.split("-", 1)[1]
 
 
 def _registered(connection: sqlite3.Connection, artifact_id: str) -> bool:
