@@ -12,13 +12,18 @@ from typing import ClassVar
 
 
 class RunStoreError(Exception):
-    """Root of every runstore error. ``code`` is stable; the message is one line."""
+    """Root of every runstore error. ``code`` is stable; the message is one line.
+    ``argument`` names the raising function's parameter the refusal concerns, where that
+    function takes several paths and the message alone would not say which one to fix
+    (``export``'s ``out_dir``, ``write_report``'s ``path``); None otherwise. The command
+    line maps it to its own option's name for the hint (SPEC.md 15.7)."""
 
     code: ClassVar[str] = "run_store_error"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, argument: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.argument = argument
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
@@ -339,3 +344,32 @@ class ComparisonInvalidError(RunStoreError):
     nothing the store holds, or the campaign is ambiguous. The message lists what exists."""
 
     code = "comparison_invalid"
+
+
+class LogUnavailableError(RunStoreError):
+    """A worker's log cannot be shown: the slot has no such attempt, the attempt has no
+    attempt artifact, the artifact holds no such log, or the log is too large to hand over
+    whole. (An artifact that does not verify is ``artifact_corrupt``.)"""
+
+    code = "log_unavailable"
+
+
+class UnknownCampaignError(RunStoreError):
+    """A reading command was asked for a campaign the store does not hold (a typo would
+    otherwise read as an empty campaign). The message lists the campaigns it holds."""
+
+    code = "unknown_campaign"
+
+
+class UnknownRevisionError(RunStoreError):
+    """A reading command was asked for a revision its campaign does not have. The message
+    names the revisions it has."""
+
+    code = "unknown_revision"
+
+
+class OptionInvalidError(RunStoreError):
+    """A command's options cannot be used together or name something that does not exist
+    (such as a failure code ``--retry-code`` does not know). Nothing was done."""
+
+    code = "option_invalid"

@@ -155,29 +155,40 @@ def test_compare_two_campaigns_pair_by_pair(store: Path) -> None:
         assert row["words"].startswith("no significant difference")
 
 
+EXACTLY_ONE = "exactly one of --baseline, --baseline-campaign or --baseline-revision"
+
+
 @pytest.mark.parametrize(
-    ("arguments", "fragment"),
+    ("arguments", "fragment", "code"),
     [
-        (["--baseline", "nobody", "--campaign", "after"], "no candidate 'nobody' in campaign"),
-        (["--baseline", "fast"], "the store holds 2 campaigns; pick one with --campaign"),
-        (["--baseline", "fast", "--campaign", "typo"], "no campaign 'typo' with results"),
-        (["--baseline", "fast", "--campaign", "after", "--metric", "x"], "no metric 'x'"),
-        (["--campaign", "after"], "exactly one of --baseline or --baseline-campaign"),
+        (["--baseline", "nobody", "--campaign", "after"], "no candidate 'nobody' in campaign", ""),
+        (["--baseline", "fast"], "the store holds 2 campaigns; pick one with --campaign", ""),
         (
-            ["--baseline", "fast", "--baseline-campaign", "before"],
-            "exactly one of --baseline or --baseline-campaign",
+            ["--baseline", "fast", "--campaign", "typo"],
+            "no campaign 'typo' in the store; campaigns: after, before",
+            "unknown_campaign",
         ),
-        (["--baseline-campaign", "gone", "--campaign", "after"], "no campaign 'gone'"),
+        (["--baseline", "fast", "--campaign", "after", "--metric", "x"], "no metric 'x'", ""),
+        (["--campaign", "after"], EXACTLY_ONE, ""),
+        (["--baseline", "fast", "--baseline-campaign", "before"], EXACTLY_ONE, ""),
+        (["--baseline", "fast", "--baseline-revision", "0"], EXACTLY_ONE, ""),
+        (["--baseline-campaign", "gone", "--campaign", "after"], "no campaign 'gone'", ""),
+        (
+            ["--baseline-revision", "3", "--campaign", "after"],
+            "no revision 3 in campaign after; revisions: 0",
+            "unknown_revision",
+        ),
     ],
 )
 def test_compare_refuses_names_the_store_does_not_hold(
-    store: Path, arguments: list[str], fragment: str
+    store: Path, arguments: list[str], fragment: str, code: str
 ) -> None:
+    code = code or "comparison_invalid"
     refused = runstore("compare", "--store", str(store), *arguments)
     assert refused.returncode == 2, refused.stderr
-    assert "error: comparison_invalid: " in refused.stderr and fragment in refused.stderr
+    assert f"error: {code}: " in refused.stderr and fragment in refused.stderr
     as_json = runstore("compare", "--store", str(store), *arguments, "--json")
-    assert json.loads(as_json.stdout)["error"] == "comparison_invalid"
+    assert json.loads(as_json.stdout)["error"] == code
 
 
 HUGE_WORKER = """\

@@ -29,7 +29,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_status_json_matches_the_database(finished: Path) -> None:
-    shown = runstore("status", "--store", str(finished), "--json")
+    shown = runstore("status", "--store", str(finished), "--json", "--slots")
     assert shown.returncode == 0, shown.stderr
     document = json.loads(shown.stdout)
     expected: dict[str, dict[str, int]] = {}
@@ -149,7 +149,7 @@ def test_the_demo_campaign_runs_to_completion_and_shows_its_status(
     assert shown.returncode == 0
     assert "ratio" in shown.stdout and "lzma-6" in shown.stdout and "json-1m" in shown.stdout
     assert re.search(r"\d\.\d{5}", shown.stdout) is None  # tables round; --json is exact
-    document = json.loads(runstore("status", "--store", str(store), "--json").stdout)
+    document = json.loads(runstore("status", "--store", str(store), "--json", "--slots").stdout)
     assert any(len(slot["metrics"]["ratio"]) > 8 for slot in document["slots"])
     ratios = {
         (slot["candidate_id"], slot["problem_id"]): float(slot["metrics"]["ratio"])

@@ -99,7 +99,7 @@ def test_export_writes_the_five_files_and_rebuilds_them_byte_for_byte(
     done = runstore("export", "--store", str(demo), "--out", str(out), "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    status = json.loads(runstore("status", "--store", str(demo), "--json").stdout)
+    status = json.loads(runstore("status", "--store", str(demo), "--json", "--slots").stdout)
     accepted = [slot for slot in status["slots"] if slot["state"] == "accepted"]
     assert accepted and summary["files"]["index.jsonl"] == len(accepted)
     # Every accepted slot's attempt artifact and its one observation's, all verified.
@@ -134,7 +134,7 @@ def test_report_renders_the_demo_campaign(demo: Path, tmp_path: Path) -> None:
     html = page.read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and "<script" not in html
     assert "http://" not in html and "https://" not in html
-    status = json.loads(runstore("status", "--store", str(demo), "--json").stdout)
+    status = json.loads(runstore("status", "--store", str(demo), "--json", "--slots").stdout)
     metrics = sorted({name for slot in status["slots"] for name in slot["metrics"]})
     assert html.count("<svg") >= len(metrics) == 4
     for slot in status["slots"]:

@@ -120,7 +120,7 @@ def test_the_committed_v1_store_opens_validates_audits_and_shows_its_results(
     audited = runstore("audit", "--store", str(root), "--json")
     assert audited.returncode == 0, audited.stdout + audited.stderr
     assert json.loads(audited.stdout)["ok"] is True
-    shown = runstore("status", "--store", str(root), "--json")
+    shown = runstore("status", "--store", str(root), "--json", "--slots")
     assert shown.returncode == 0, shown.stdout + shown.stderr
     slots = json.loads(shown.stdout)["slots"]
     assert sorted((s["logical_spec_id"], s["state"], s["metrics"]) for s in slots) == [

@@ -1,5 +1,6 @@
 """Human-readable tables and lines for the reading commands (``explain``, ``validate``,
-``audit``; ``status`` is :mod:`runstore.cli.render_status`'s) and for ``recover``, and
+``audit``; ``status`` is :mod:`runstore.cli.render_status`'s, ``failures``
+:mod:`runstore.cli.render_triage`'s) and for ``recover``, and
 ``recover``'s ``--json`` summary.
 
 Rules of this file: rendering only, from the reader's JSON documents (the same ones
@@ -14,7 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 from typing import Protocol
 
+from rich.markup import escape
 from rich.table import Table
+from runstore.cli import wording
 from runstore.cli.output import table
 
 
@@ -32,32 +35,91 @@ def _short(identifier: str) -> str:
 
 
 def explain_tables(explanation: Documented) -> list[Table]:
+    """``explain``'s tables: the slot, then per attempt its fields (with its end in words,
+    its duration and its logs' paths), environment, ``stderr.log``'s tail (or why it is
+    not shown), transitions, events, leases, artifacts and observations. Instants are
+    ISO 8601 UTC and durations words (:mod:`runstore.cli.wording`); every cell is shown as
+    text, never as markup."""
     document = explanation.to_json()
     slot = document["slot"]
-    tables = [
-        table(
-            "slot",
-            ["field", "value"],
-            [[key, _cell(value)] for key, value in sorted(slot.items())],
-        )
-    ]
+    tables = [_plain("slot", ["field", "value"], sorted(slot.items()))]
     for item in document["attempts"]:
+        title = f"attempt {item['retry_index']}"
+        shown = _humane(item)
+        shown["cause"] = wording.cause(
+            item.get("state"), item.get("failure_code"), item.get("details"), item.get("reason")
+        )
+        shown["duration"] = _span(item.get("started_at_ns"), item.get("finished_at_ns"))
+        logs = item.get("logs")
+        if isinstance(logs, dict):
+            shown.update({"stdout.log": logs.get("stdout"), "stderr.log": logs.get("stderr")})
         fields = [
-            [key, _cell(value)]
-            for key, value in sorted(item.items())
+            (key, value)
+            for key, value in sorted(shown.items())
             if not isinstance(value, list | dict) or key == "details"
         ]
-        tables.append(table(f"attempt {item['retry_index']}", ["field", "value"], fields))
+        tables.append(_plain(title, ["field", "value"], fields))
         if item.get("environment"):
             lines = _environment_rows(item["environment"])
-            tables.append(
-                table(f"attempt {item['retry_index']} environment", ["field", "value"], lines)
-            )
+            tables.append(_plain(f"{title} environment", ["field", "value"], lines))
+        if isinstance(logs, dict):
+            tables.append(_tail_table(title, logs))
+        _add_steps(shown, item)
         for key in ("transitions", "events", "leases", "artifacts", "observations"):
-            rows = item.get(key) or []
+            rows = shown.get(key) or []
             if rows:
-                tables.append(_rows(f"attempt {item['retry_index']} {key}", rows))
+                tables.append(_rows(f"{title} {key}", rows))
     return tables
+
+
+def _plain(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
+    """A table whose cells are text (a worker's ``[bold]`` stays as written), at least as
+    wide as its title."""
+    grid = table(title, columns, [[escape(_cell(cell)) for cell in row] for row in rows])
+    grid.min_width = len(title)
+    return grid
+
+
+def _humane(value: Any) -> Any:
+    """``value`` (a reader's JSON) with every instant (``at_ns``, ``*_at_ns``) as ``at``,
+    ``*_at`` in ISO 8601 UTC and every ``duration_ns`` and ``timeout_ns`` as a
+    ``duration``/``timeout`` in words."""
+    if isinstance(value, list):
+        return [_humane(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    shown: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == "at_ns" or key.endswith("_at_ns"):
+            shown[key[:-3]] = wording.instant(item)
+        elif key in ("duration_ns", "timeout_ns"):
+            shown[key[:-3]] = wording.duration(item)
+        else:
+            shown[key] = _humane(item)
+    return shown
+
+
+def _span(start: object, end: object) -> str:
+    if isinstance(start, int) and isinstance(end, int):
+        return wording.duration(end - start)
+    return ""
+
+
+def _add_steps(shown: dict[str, Any], item: Mapping[str, Any]) -> None:
+    """Each transition's ``after``: the time since the one before it."""
+    previous: object = None
+    for row, raw in zip(shown.get("transitions") or [], item.get("transitions") or [], strict=True):
+        row["after"] = _span(previous, raw.get("at_ns")) if previous is not None else ""
+        previous = raw.get("at_ns")
+
+
+def _tail_table(title: str, logs: Mapping[str, Any]) -> Table:
+    """The last lines of an attempt's ``stderr.log``, or why they are not shown."""
+    tail = logs.get("stderr_tail")
+    if not isinstance(tail, list):
+        return _plain(f"{title} stderr.log", ["not shown"], [[logs.get("problem")]])
+    lines = [[line] for line in tail] or [["(stderr.log is empty)"]]
+    return _plain(f"{title} stderr.log (last lines)", ["stderr"], lines)
 
 
 def _environment_rows(environment: Mapping[str, Any]) -> list[list[str]]:
@@ -97,7 +159,7 @@ def _environment_rows(environment: Mapping[str, Any]) -> list[list[str]]:
 
 def _rows(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
     columns = sorted({key for row in rows for key in row})
-    return table(title, columns, [[_cell(row.get(key, "")) for key in columns] for row in rows])
+    return _plain(title, columns, [[row.get(key, "") for key in columns] for row in rows])
 
 
 def _cell(value: object) -> str:

@@ -25,6 +25,10 @@ def compare_tables(document: Mapping[str, Any]) -> tuple[list[Table], list[str]]
     """Per metric, each problem's baseline row (result ``baseline``) and then one row per
     compared candidate, as hyperfine lists them: no cell is repeated on every row."""
     against = document["baseline_candidate"] or document["baseline_campaign"]
+    if document.get("baseline_revision") is not None:
+        against = f"revision {document['baseline_revision']}"
+    if document.get("revision") is not None and document.get("baseline_revision") is not None:
+        against = f"revision {document['baseline_revision']} (revision {document['revision']})"
     tables = []
     for metric in document["metrics"]:
         rows = [row for row in document["rows"] if row["metric"] == metric]
@@ -32,23 +36,31 @@ def compare_tables(document: Mapping[str, Any]) -> tuple[list[Table], list[str]]
             continue
         arrow = "lower is better" if rows[0]["direction"] == "lower" else "higher is better"
         shown: list[list[object]] = []
-        previous = None
+        previous: tuple[str, str] | None = None
         for row in rows:
             unit = row["unit"]
-            if row["problem"] != previous:
+            if (row["problem"], row["baseline"]) != previous:
                 base = row["baseline_statistics"]
-                shown.append(
-                    [row["problem"], row["baseline"], _cell(base, unit), base["n"], "baseline"]
+                problem = (
+                    row["problem"] if previous is None or previous[0] != row["problem"] else ""
                 )
+                shown.append([problem, row["baseline"], _cell(base, unit), base["n"], "baseline"])
             mine = row["candidate_statistics"]
             shown.append(["", row["candidate"], _cell(mine, unit), mine["n"], row["words"]])
-            previous = row["problem"]
+            previous = (row["problem"], row["baseline"])
         columns = ["problem", "candidate", "median ± MAD", "n", "result"]
         tables.append(table(f"{metric} ({arrow}) against {against}", columns, shown))
     lines = []
     if document["missing"]:
         missing = document["missing"]
         lines.append(f"no baseline for {len(missing)} pairs: " + ", ".join(missing[:10]))
+    unchanged = document.get("unchanged") or []
+    if unchanged:
+        lines.append(
+            f"unchanged between the revisions ({len(unchanged)} pairs, the same results): "
+            + ", ".join(unchanged[:10])
+            + (f" and {len(unchanged) - 10} more" if len(unchanged) > 10 else "")
+        )
     if not document["rows"]:
         lines.append("nothing to compare: no pair has results on both sides")
     lines.append(

@@ -31,12 +31,13 @@ _FILE_MODE: Final = 0o666  # narrowed by the umask, like any file the user creat
 TEMP_SUFFIX: Final = ".tmp"
 
 
-def refuse_inside_store(directory: str, root: str, what: str) -> None:
-    """``unsafe_path`` when ``directory`` resolves (links followed) to the store ``root``
-    or anything beneath it: outputs are never written into a store."""
+def refuse_inside_store(directory: str, root: str, what: str, *, argument: str) -> None:
+    """``unsafe_path`` (naming the caller's parameter ``argument``) when ``directory``
+    resolves (links followed) to the store ``root`` or anything beneath it: outputs are
+    never written into a store."""
     resolved, store = os.path.realpath(directory), os.path.realpath(root)
     if resolved == store or resolved.startswith(store.rstrip(os.sep) + os.sep):
-        raise UnsafePathError(f"{what} lies inside the store {root}")
+        raise UnsafePathError(f"{what} lies inside the store {root}", argument=argument)
 
 
 def temporary_name(name: str) -> str:

@@ -66,15 +66,25 @@ class ComparisonReport:
     rows: tuple[Row, ...]
     missing: tuple[str, ...]
     """Pairs with no baseline to compare with (``candidate x problem``)."""
+    revision: int | None = None
+    """The campaign's revision compared (None: each pair's latest)."""
+    baseline_revision: int | None = None
+    """With a revision as the baseline: that revision."""
+    unchanged: tuple[str, ...] = ()
+    """Against a revision: the pairs both revisions share (the same run, so the same
+    results), which are not compared with themselves."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "campaign": self.campaign,
             "baseline_candidate": self.baseline_candidate,
             "baseline_campaign": self.baseline_campaign,
+            "baseline_revision": self.baseline_revision,
+            "revision": self.revision,
             "metrics": list(self.metrics),
             "rows": [row.to_json() for row in self.rows],
             "missing": list(self.missing),
+            "unchanged": list(self.unchanged),
         }
 
 
@@ -221,4 +231,51 @@ def against_campaign(
         metrics=names,
         rows=rows,
         missing=missing,
+    )
+
+
+def against_revision(
+    results: Sequence[PairResult],
+    baseline_results: Sequence[PairResult],
+    *,
+    campaign: str | None,
+    revision: int,
+    baseline_revision: int,
+    metrics: Sequence[str] | None = None,
+) -> ComparisonReport:
+    """Each pair of ``campaign`` as ``results`` hold it (one revision) against the same
+    pair in ``baseline_results`` (another revision of the campaign); a pair whose run is
+    the same in both (it did not change between them) is listed as unchanged instead."""
+    chosen = choose_campaign(results, campaign)
+    pairs = [result for result in results if result.group.campaign == chosen]
+    bases = {
+        (r.group.candidate, r.group.problem): r
+        for r in baseline_results
+        if r.group.campaign == chosen
+    }
+
+    def base_of(pair: PairResult) -> PairResult | None:
+        return bases.get((pair.group.candidate, pair.group.problem))
+
+    unchanged = [
+        pair for pair in pairs if (base := base_of(pair)) and base.group.run_id == pair.group.run_id
+    ]
+    compared = [pair for pair in pairs if pair not in unchanged]
+    names = _metrics(pairs, metrics)
+    rows, missing = _rows(
+        compared,
+        names,
+        base_of,
+        lambda pair: f"{pair.group.candidate} (revision {baseline_revision})",
+    )
+    return ComparisonReport(
+        campaign=chosen,
+        baseline_candidate=None,
+        baseline_campaign=None,
+        metrics=names,
+        rows=rows,
+        missing=missing,
+        revision=revision,
+        baseline_revision=baseline_revision,
+        unchanged=tuple(f"{p.group.candidate} x {p.group.problem}" for p in unchanged),
     )

@@ -5,9 +5,11 @@ explanation (each over all of the slot's attempts at once; the event log has no 
 attempt, so it is scanned once). Owner tokens are never read: a lease is shown by its id,
 purpose, fencing token, times, staging path and the artifacts it roots. Records are shown from their
 ``record_json`` as stored; timestamps are integer nanoseconds, in Python and in JSON. The
-one thing read from the store's files is each attempt's environment document, from its
+things read from the store's files are each attempt's environment document, from its
 ``environment`` artifact after that artifact verified against its registration (plain
-reads, following no link; a failure is shown as the environment's ``problem``).
+reads, following no link; a failure is shown as the environment's ``problem``), and its
+logs' paths and ``stderr.log``'s tail, from its attempt artifact by the same rule
+(:mod:`runstore.inspection.attempt_logs`).
 
 A target names one slot: an attempt slot id (``attempt-slot:v1:...``); an attempt id
 (``attempt:v1:...``: its slot, with that attempt marked ``highlighted``); or a logical spec
@@ -36,7 +38,10 @@ from runstore.canonical import JSON
 from runstore.canonical import decode_object
 from runstore.errors import RunStoreError
 from runstore.errors import UnknownSlotError
+from runstore.inspection.attempt_logs import AttemptLogs
+from runstore.inspection.attempt_logs import attempt_logs
 from runstore.inspection.reader import SlotSummary
+from runstore.inspection.reader import revision_clause
 from runstore.inspection.reader import summarize
 from runstore.inspection.snapshot import Snapshot
 from runstore.store.publication import objects
@@ -171,6 +176,7 @@ class AttemptInfo:
     artifacts: tuple[Reference, ...]
     observations: tuple[ObservationInfo, ...]
     environment: EnvironmentInfo | None
+    logs: AttemptLogs | None
 
 
 @attrs.frozen
@@ -203,8 +209,9 @@ class Explanation:
 # --- resolving the target ---------------------------------------------------------------------
 
 
-def _resolve(connection: sqlite3.Connection, target: str) -> tuple[str, str | None]:
-    """(attempt slot id, highlighted attempt id or None) for ``target``."""
+def resolve_target(connection: sqlite3.Connection, target: str) -> tuple[str, str | None]:
+    """(attempt slot id, highlighted attempt id or None) for ``target`` (module docstring);
+    ``unknown_slot`` when it names none."""
     if not isinstance(target, str) or not target:
         raise UnknownSlotError("explain needs a slot id, an attempt id or a logical spec id")
     if target.startswith(SLOT_PREFIX):
@@ -216,12 +223,14 @@ def _resolve(connection: sqlite3.Connection, target: str) -> tuple[str, str | No
         if rows:
             return str(rows[0][0]), target
         raise UnknownSlotError(f"no attempt {target}")
+    # A name means the slot of the pair's latest revision (SPEC.md section 15.9).
+    latest, params = revision_clause(None)
     query = (
         "SELECT s.id, s.logical_slot FROM resolved_runs AS r "
-        "JOIN attempt_slots AS s ON s.run_id = r.id WHERE r.logical_spec_id = ? "
-        "ORDER BY s.logical_slot, s.id"
+        "JOIN attempt_slots AS s ON s.run_id = r.id WHERE r.logical_spec_id = :spec "
+        f"AND {latest} ORDER BY s.logical_slot, s.id"
     )
-    rows = sql.execute(connection, query, (target,))
+    rows = sql.execute(connection, query, {**params, "spec": target})
     if len(rows) == 1:
         return str(rows[0][0]), None
     if len(rows) > 1:
@@ -232,8 +241,9 @@ def _resolve(connection: sqlite3.Connection, target: str) -> tuple[str, str | No
         rows = sql.execute(
             connection,
             "SELECT s.id FROM resolved_runs AS r JOIN attempt_slots AS s ON s.run_id = r.id "
-            "WHERE r.logical_spec_id = ? AND s.logical_slot = ? ORDER BY s.id",
-            (spec, logical_slot),
+            f"WHERE r.logical_spec_id = :spec AND s.logical_slot = :slot AND {latest} "
+            "ORDER BY s.id",
+            {**params, "spec": spec, "slot": logical_slot},
         )
         if len(rows) == 1:
             return str(rows[0][0]), None
@@ -245,7 +255,8 @@ def _resolve(connection: sqlite3.Connection, target: str) -> tuple[str, str | No
 _ARTIFACT_COLUMNS: Final = "id, path, kind, content_sha256, manifest_sha256, verified_at_ns"
 
 
-def _artifacts(connection: sqlite3.Connection, ids: set[str]) -> dict[str, ArtifactInfo]:
+def artifacts_by_id(connection: sqlite3.Connection, ids: set[str]) -> dict[str, ArtifactInfo]:
+    """The artifact rows of ``ids`` (those registered), by id, in queries of 500 ids."""
     found: dict[str, ArtifactInfo] = {}
     ordered = sorted(ids)
     for start in range(0, len(ordered), 500):
@@ -265,7 +276,7 @@ def explain(snapshot: Snapshot, target: str) -> Explanation:
     """Everything committed about the slot ``target`` names (see the module docstring);
     ``unknown_slot`` when it names none (or, for a logical spec id, several)."""
     connection = snapshot.connection
-    slot_id, highlighted = _resolve(connection, target)
+    slot_id, highlighted = resolve_target(connection, target)
     (summary,), _ = summarize(connection, slot_ids=[slot_id])
     records = sql.execute(
         connection,
@@ -372,7 +383,7 @@ def _attempts(
     artifact_ids = {str(row[9]) for row in rows if row[9] is not None}
     artifact_ids |= {str(row[2]) for row in (*references, *observation_refs)}
     artifact_ids |= {str(row[6]) for row in observations}
-    artifacts = _artifacts(connection, artifact_ids)
+    artifacts = artifacts_by_id(connection, artifact_ids)
 
     def reference(role: str, artifact_id: str) -> Reference:
         return Reference(role=role, artifact=artifacts[artifact_id])
@@ -435,6 +446,7 @@ def _attempts(
                 artifacts=attempt_refs.get(attempt_id, ()),
                 observations=produced.get(attempt_id, ()),
                 environment=environment(attempt_refs.get(attempt_id, ())),
+                logs=None if final_id is None else attempt_logs(root, artifacts[final_id]),
             )
         )
     return tuple(infos)

@@ -5,7 +5,9 @@ Rules of this file: the store is only read (through a snapshot's private copy, a
 artifacts with plain reads); files are written only in the output directory, which may
 not lie inside the store root. Every artifact an exported row names is verified (every
 byte read, the tree hash and manifest digest compared with its registration) before the
-export can succeed, each artifact once; any failure refuses the whole export with
+export can succeed, by the row of ``attempts.csv`` or ``observations.csv`` that names it
+(no set of ids is kept, so an artifact two observations share is read twice); any
+failure refuses the whole export with
 ``artifact_corrupt`` and leaves the output directory as it was (a directory this call
 created is removed again). The files are written as temporaries and renamed into place
 only when all five are complete (:mod:`runstore.inspection.atomic_file`), in the order
@@ -43,11 +45,14 @@ from runstore.inspection.export_rows import ArtifactRef
 from runstore.inspection.export_rows import CsvRow
 from runstore.inspection.export_rows import accepted_results
 from runstore.inspection.export_rows import attempt_rows
+from runstore.inspection.export_rows import named_artifacts
 from runstore.inspection.export_rows import observation_rows
 from runstore.inspection.export_runs import ParameterColumns
 from runstore.inspection.export_runs import parameter_columns
 from runstore.inspection.export_summary import SUMMARY_COLUMNS
 from runstore.inspection.export_summary import summary_rows
+from runstore.inspection.reader import Revision
+from runstore.inspection.reader import View
 from runstore.inspection.snapshot import Snapshot
 from runstore.store.publication import objects
 
@@ -82,10 +87,13 @@ class ExportSummary:
         }
 
 
-def export(snapshot: Snapshot, out_dir: str, *, campaign: str | None = None) -> ExportSummary:
+def export(
+    snapshot: Snapshot, out_dir: str, *, campaign: str | None = None, revision: Revision = None
+) -> ExportSummary:
     """Write ``attempts.csv``, ``observations.csv``, ``index.jsonl``, ``metrics.csv`` and
     ``summary.csv`` for every campaign of ``snapshot`` (or for ``campaign``'s candidates:
-    ids starting with ``"<campaign>/"``) into ``out_dir``, replacing files of those names.
+    ids starting with ``"<campaign>/"``), each pair in the revision in view (default its
+    latest; ``"all"`` every revision), into ``out_dir``, replacing files of those names.
 
     ``out_dir`` may be relative (to the working directory); a missing one is created (its
     parent must exist) and its parent synced. Refusals, each leaving ``out_dir`` as it was:
@@ -97,19 +105,22 @@ def export(snapshot: Snapshot, out_dir: str, *, campaign: str | None = None) -> 
     failed); ``store_closed`` (the snapshot is closed).
     """
     _check_arguments(snapshot, out_dir, campaign)
+    view = View(campaign=campaign, revision=revision)
+    view.clause()  # refuses an ill-typed revision before anything is written
     connection = snapshot.connection
     target = _output_directory(out_dir, snapshot.root)
     created = _create_missing(target)
     verifier = ArtifactVerifier(snapshot.root)
     try:
         with AtomicFiles(target) as files:
-            counts = _write_files(files, connection, verifier, campaign)
+            counts = _write_files(files, connection, verifier, view)
+            verified = named_artifacts(connection, view)  # each one verified by its row
             files.commit()
     except BaseException:
         if created:
             _remove_created(target)
         raise
-    return ExportSummary(out_dir=target, files=counts, verified_artifacts=verifier.count)
+    return ExportSummary(out_dir=target, files=counts, verified_artifacts=verified)
 
 
 def _check_arguments(snapshot: object, out_dir: object, campaign: object) -> None:
@@ -118,7 +129,9 @@ def _check_arguments(snapshot: object, out_dir: object, campaign: object) -> Non
     if not isinstance(out_dir, str):
         raise InvalidRecordError(f"out_dir must be a str, not {type(out_dir).__name__}")
     if not out_dir or "\x00" in out_dir:
-        raise InvalidRecordError(f"out_dir must be a nonempty path without NUL: {out_dir!r}")
+        raise InvalidRecordError(
+            f"out_dir must be a nonempty path without NUL: {out_dir!r}", argument="out_dir"
+        )
     if campaign is not None and not isinstance(campaign, str):
         raise InvalidRecordError(f"campaign must be a str or None, not {type(campaign).__name__}")
 
@@ -130,9 +143,11 @@ def _output_directory(out_dir: str, root: str) -> str:
     """``out_dir`` made absolute, refused (``unsafe_path``) when it resolves (links
     followed) to the store root or anything beneath it, or exists but is no directory."""
     target = os.path.abspath(out_dir)
-    refuse_inside_store(target, root, f"the export directory {target}")
+    refuse_inside_store(target, root, f"the export directory {target}", argument="out_dir")
     if os.path.lexists(target) and not os.path.isdir(target):
-        raise UnsafePathError(f"the export directory {target} exists and is not a directory")
+        raise UnsafePathError(
+            f"the export directory {target} exists and is not a directory", argument="out_dir"
+        )
     return target
 
 
@@ -142,12 +157,16 @@ def _create_missing(target: str) -> bool:
         return False
     parent = os.path.dirname(target)
     if not os.path.isdir(parent):
-        raise UnsafePathError(f"the parent of the export directory does not exist: {parent}")
+        raise UnsafePathError(
+            f"the parent of the export directory does not exist: {parent}", argument="out_dir"
+        )
     try:
         durable.mkdir(target, _DIRECTORY_MODE)
     except FileExistsError:
         if not os.path.isdir(target):  # created concurrently as something else
-            raise UnsafePathError(f"the export directory {target} is not a directory") from None
+            raise UnsafePathError(
+                f"the export directory {target} is not a directory", argument="out_dir"
+            ) from None
         return False
     except OSError as exc:
         raise DurabilityError(f"cannot create the export directory {target}: {exc}") from exc
@@ -165,24 +184,17 @@ def _remove_created(target: str) -> None:
 
 
 class ArtifactVerifier:
-    """Verifies artifacts of a store root, each id once (the ids verified are kept)."""
+    """Verifies artifacts of a store root. No id is kept (an export names one or two per
+    slot): each row verifies the artifact it names, and a file that names only artifacts
+    another file named before verifies none (:func:`_write_results`)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self._verified: set[str] = set()
         self._checked_directory = False
-
-    @property
-    def count(self) -> int:
-        """How many distinct artifacts verified."""
-        return len(self._verified)
 
     def verify(self, artifact: ArtifactRef) -> None:
         """Read every byte of ``artifact``'s directory and compare its tree hash and manifest
-        digest with the registration; ``artifact_corrupt`` naming the artifact otherwise.
-        An artifact verified before is not read again."""
-        if artifact.id in self._verified:
-            return
+        digest with the registration; ``artifact_corrupt`` naming the artifact otherwise."""
         self._check_directory()
         try:
             completed = objects.verify(os.path.join(self.root, artifact.path), sync=False)
@@ -200,7 +212,6 @@ class ArtifactVerifier:
                 f"artifact {artifact.id} ({artifact.path}) has manifest digest "
                 f"{completed.manifest_sha256}, not its registered {artifact.manifest_sha256}"
             )
-        self._verified.add(artifact.id)
 
     def _check_directory(self) -> None:
         """The store's ``artifacts`` must be a real directory (a missing one leaves each
@@ -224,23 +235,23 @@ def _write_files(
     files: AtomicFiles,
     connection: sqlite3.Connection,
     verifier: ArtifactVerifier,
-    campaign: str | None,
+    view: View,
 ) -> dict[str, int]:
     """Write the five temporaries (verifying as rows come); data rows per file. Every
     temporary is created first, so the set renames in :data:`FILE_NAMES`' order."""
     streams = {name: files.create(name) for name in FILE_NAMES}
-    columns = parameter_columns(connection, campaign)
+    columns = parameter_columns(connection, view)
     try:
         counts = {
-            ATTEMPTS_FILE: _write_attempts(streams[ATTEMPTS_FILE], connection, verifier, campaign),
+            ATTEMPTS_FILE: _write_attempts(streams[ATTEMPTS_FILE], connection, verifier, view),
             OBSERVATIONS_FILE: _write_observations(
-                streams[OBSERVATIONS_FILE], connection, verifier, campaign
+                streams[OBSERVATIONS_FILE], connection, verifier, view
             ),
         }
         counts[INDEX_FILE], counts[METRICS_FILE] = _write_results(
-            streams[INDEX_FILE], streams[METRICS_FILE], connection, verifier, campaign, columns
+            streams[INDEX_FILE], streams[METRICS_FILE], connection, verifier, view, columns
         )
-        counts[SUMMARY_FILE] = _write_summary(streams[SUMMARY_FILE], connection, campaign, columns)
+        counts[SUMMARY_FILE] = _write_summary(streams[SUMMARY_FILE], connection, view, columns)
     except OSError as exc:
         raise DurabilityError(f"cannot write the export in {files.directory}: {exc}") from exc
     return {name: counts[name] for name in FILE_NAMES}
@@ -275,10 +286,10 @@ def _write_attempts(
     stream: BinaryIO,
     connection: sqlite3.Connection,
     verifier: ArtifactVerifier,
-    campaign: str | None,
+    view: View,
 ) -> int:
     out = _CsvFile(stream, ATTEMPT_COLUMNS)
-    for row, final in attempt_rows(connection, campaign):
+    for row, final in attempt_rows(connection, view):
         if final is not None:
             verifier.verify(final)
         out.write(row)
@@ -289,10 +300,10 @@ def _write_observations(
     stream: BinaryIO,
     connection: sqlite3.Connection,
     verifier: ArtifactVerifier,
-    campaign: str | None,
+    view: View,
 ) -> int:
     out = _CsvFile(stream, OBSERVATION_COLUMNS)
-    for row, artifact in observation_rows(connection, campaign):
+    for row, artifact in observation_rows(connection, view):
         verifier.verify(artifact)
         out.write(row)
     return out.rows
@@ -303,18 +314,20 @@ def _write_results(
     metrics: BinaryIO,
     connection: sqlite3.Connection,
     verifier: ArtifactVerifier,
-    campaign: str | None,
+    view: View,
     columns: ParameterColumns,
 ) -> tuple[int, int]:
     """``index.jsonl`` and ``metrics.csv`` in one pass over the accepted slots. Their
-    artifacts were verified with the attempts and observations already (a no-op here),
-    but are checked again so no line can name an unverified artifact."""
+    artifacts were verified with ``attempts.csv`` (every attempt of a slot in view) and
+    ``observations.csv`` (every observation whose row names a slot in view); only an
+    observation whose row names another slot than the one selecting it (a row edited past
+    the schema's keys) is verified here, so no line names an unverified artifact."""
     lines = 0
     out = _CsvFile(metrics, [*METRIC_COLUMNS, *columns.header()])
-    for result in accepted_results(connection, campaign):
-        verifier.verify(result.final_artifact)
+    for result in accepted_results(connection, view):
         for observation in result.observations:
-            verifier.verify(observation.artifact)
+            if observation.attempt_slot_id != result.summary.slot_id:
+                verifier.verify(observation.artifact)
         index.write(result.index_line())
         lines += 1
         for row in result.metric_rows(columns):
@@ -325,12 +338,12 @@ def _write_results(
 def _write_summary(
     stream: BinaryIO,
     connection: sqlite3.Connection,
-    campaign: str | None,
+    view: View,
     columns: ParameterColumns,
 ) -> int:
     """``summary.csv``. It names no artifact: its values are those of the selected
     observations ``observations.csv`` and ``index.jsonl`` name, verified by then."""
     out = _CsvFile(stream, [*SUMMARY_COLUMNS, *columns.header()])
-    for row in summary_rows(connection, campaign, columns):
+    for row in summary_rows(connection, view, columns):
         out.write(row)
     return out.rows

@@ -1,10 +1,12 @@
 """The rows of ``runstore export``, streamed from an inspection snapshot (SPEC.md section 16.3).
 
 Rules of this file: reads only, on a snapshot's private copy, and never the whole of a
-table at once. Every listing is keyset-paged through the SQL seam (``WHERE key > :after
-ORDER BY key LIMIT :page``, the key an indexed unique key), so each page is one index
-seek, the export is linear in the store, and memory is bounded by the page size (times a
-slot's observation slots for the index). The order of rows, the columns and the JSON line
+table at once. Every listing is one query in the order of an indexed unique key, its rows
+streamed from the SQL seam's cursor (:func:`runstore.sql.iterate`), so the rows in view
+are chosen once per file (the revision clause is a subquery over every decision: run per
+page, it would cost a pass over the decisions per page), the export is linear in the
+store, and memory holds a row (a page of :data:`PAGE_SLOTS` accepted slots for the
+index, with their observations). The order of rows, the columns and the JSON line
 of an accepted result are pinned here and in SPEC.md; nothing in this file writes a file
 or touches an artifact: it names the artifacts each row depends on, and the caller
 verifies them. Slot summaries and their merged metrics come from
@@ -32,15 +34,13 @@ from runstore.inspection.export_runs import ParameterColumns
 from runstore.inspection.export_runs import RunParameters
 from runstore.inspection.export_runs import run_parameters
 from runstore.inspection.export_runs import slot_repetitions
-from runstore.inspection.reader import CAMPAIGN_CLAUSE
 from runstore.inspection.reader import SlotSummary
+from runstore.inspection.reader import View
 from runstore.inspection.reader import campaign_of
 from runstore.inspection.reader import in_list
 from runstore.inspection.reader import observation_metrics
 from runstore.inspection.reader import summarize
 
-PAGE_ROWS: Final = 1000
-"""Rows per page of ``attempts.csv`` and ``observations.csv``."""
 PAGE_SLOTS: Final = 100
 """Accepted slots per page of ``index.jsonl`` and ``metrics.csv``."""
 
@@ -115,6 +115,9 @@ class SelectedObservation:
     attempt_id: str
     artifact: ArtifactRef
     metrics: tuple[tuple[str, str], ...]
+    attempt_slot_id: str = ""
+    """The attempt slot the observation's row names (its slot's, unless the row was edited
+    past the schema's keys)."""
 
     def to_line(self) -> dict[str, LineValue]:
         """This observation as an element of an ``index.jsonl`` line's ``observations``."""
@@ -196,35 +199,25 @@ class AcceptedResult:
                 ]
 
 
-# --- paging ------------------------------------------------------------------------------------
+# --- listing ------------------------------------------------------------------------------
 
 
-def _campaign(campaign: str | None) -> tuple[str, dict[str, Any]]:
-    """The clause (on ``resolved_runs AS r``) keeping one campaign's candidates, and its
-    parameters; nothing for every campaign. The same rule as ``status --campaign``."""
-    if campaign is None:
-        return "", {}
-    return f" AND {CAMPAIGN_CLAUSE}", {"prefix": f"{campaign}/"}
+def _view(view: View) -> tuple[str, dict[str, Any]]:
+    """The clause (on ``resolved_runs AS r``) keeping the rows in view, and its parameters:
+    the same rule as ``status --campaign``/``--revision``."""
+    return view.clause()
 
 
-def _paged(
-    connection: sqlite3.Connection,
-    query: str,
-    params: dict[str, Any],
-    after: dict[str, Any],
-    key: Sequence[int],
-    size: int,
-) -> Iterator[list[sql.Row]]:
-    """Pages of ``query``, which orders by its key, resumes after the parameters named in
-    ``after`` and stops at ``:page`` rows. ``key`` gives the result positions holding the
-    key, in ``after``'s order: the last row of a page supplies the next page's start."""
-    while True:
-        rows = sql.execute(connection, query, {**params, **after, "page": size})
-        if rows:
-            yield rows
-        if len(rows) < size:
-            return
-        after = dict(zip(after, (rows[-1][i] for i in key), strict=True))
+def _pages(rows: Iterator[sql.Row], size: int) -> Iterator[list[sql.Row]]:
+    """``rows`` in lists of ``size`` (the last one shorter)."""
+    page: list[sql.Row] = []
+    for row in rows:
+        page.append(row)
+        if len(page) == size:
+            yield page
+            page = []
+    if page:
+        yield page
 
 
 def _artifact(row: sql.Row, start: int) -> ArtifactRef:
@@ -254,23 +247,19 @@ JOIN attempt_slots AS s ON s.id = a.slot_id
 JOIN resolved_runs AS r ON r.id = s.run_id
 JOIN applicability_decisions AS d ON d.id = r.decision_id
 LEFT JOIN artifacts AS f ON f.id = a.final_artifact_id
-WHERE (a.slot_id, a.retry_index) > (:slot, :retry){campaign}
+WHERE 1{campaign}
 ORDER BY a.slot_id, a.retry_index
-LIMIT :page
 """
 
 
 def attempt_rows(
-    connection: sqlite3.Connection, campaign: str | None
+    connection: sqlite3.Connection, view: View
 ) -> Iterator[tuple[CsvRow, ArtifactRef | None]]:
     """Every attempt (any state) of the snapshot or of one campaign, ordered by slot id
     then retry index, as an ``attempts.csv`` row and the final artifact it names."""
-    clause, params = _campaign(campaign)
-    query = _ATTEMPTS.format(campaign=clause)
-    after = {"slot": "", "retry": -1}
-    for page in _paged(connection, query, params, after, (1, 6), PAGE_ROWS):
-        for row in page:
-            yield [campaign_of(row[2]), *row[:13]], _optional_artifact(row, 13)
+    clause, params = _view(view)
+    for row in sql.iterate(connection, _ATTEMPTS.format(campaign=clause), params):
+        yield [campaign_of(row[2]), *row[:13]], _optional_artifact(row, 13)
 
 
 # --- observations.csv --------------------------------------------------------------------------
@@ -285,22 +274,19 @@ JOIN attempt_slots AS s ON s.id = o.attempt_slot_id
 JOIN resolved_runs AS r ON r.id = s.run_id
 JOIN artifacts AS f ON f.id = o.artifact_id
 LEFT JOIN selected_observations AS so ON so.slot_id = o.slot_id
-WHERE o.id > :after{campaign}
+WHERE 1{campaign}
 ORDER BY o.id
-LIMIT :page
 """
 
 
 def observation_rows(
-    connection: sqlite3.Connection, campaign: str | None
+    connection: sqlite3.Connection, view: View
 ) -> Iterator[tuple[CsvRow, ArtifactRef]]:
     """Every observation (selected or not) of the snapshot or of one campaign, ordered by
     observation id, as an ``observations.csv`` row and the artifact it names."""
-    clause, params = _campaign(campaign)
-    query = _OBSERVATIONS.format(campaign=clause)
-    for page in _paged(connection, query, params, {"after": ""}, (0,), PAGE_ROWS):
-        for row in page:
-            yield list(row[:10]), _artifact(row, 10)
+    clause, params = _view(view)
+    for row in sql.iterate(connection, _OBSERVATIONS.format(campaign=clause), params):
+        yield list(row[:10]), _artifact(row, 10)
 
 
 # --- index.jsonl and metrics.csv ---------------------------------------------------------------
@@ -310,9 +296,8 @@ SELECT a.slot_id
 FROM attempts AS a
 JOIN attempt_slots AS s ON s.id = a.slot_id
 JOIN resolved_runs AS r ON r.id = s.run_id
-WHERE a.state = 'accepted' AND a.slot_id > :after{campaign}
+WHERE a.state = 'accepted'{campaign}
 ORDER BY a.slot_id
-LIMIT :page
 """
 
 _ACCEPTED_ATTEMPTS: Final = """
@@ -325,7 +310,7 @@ WHERE a.state = 'accepted' AND a.slot_id IN ({ids})
 
 _SELECTED: Final = """
 SELECT m.attempt_slot_id, m.observation_slot_id, os.logical_slot, o.id, o.attempt_id,
-       f.id, f.path, f.content_sha256, f.manifest_sha256, o.record_json
+       f.id, f.path, f.content_sha256, f.manifest_sha256, o.record_json, o.attempt_slot_id
 FROM attempt_observation_slots AS m
 JOIN observation_slots AS os ON os.id = m.observation_slot_id
 JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
@@ -352,6 +337,7 @@ def _observations(
                 attempt_id=row[4],
                 artifact=_artifact(row, 5),
                 metrics=tuple(sorted(observation_metrics(row[9]).items())),
+                attempt_slot_id=row[10],
             )
         )
     return found
@@ -386,12 +372,45 @@ def _page_results(
         )
 
 
-def accepted_results(
-    connection: sqlite3.Connection, campaign: str | None
-) -> Iterator[AcceptedResult]:
+def accepted_results(connection: sqlite3.Connection, view: View) -> Iterator[AcceptedResult]:
     """Every attempt slot with an accepted attempt (warm-ups included), of the snapshot or
     of one campaign, ordered by slot id."""
-    clause, params = _campaign(campaign)
-    query = _ACCEPTED_SLOTS.format(campaign=clause)
-    for page in _paged(connection, query, params, {"after": ""}, (0,), PAGE_SLOTS):
+    clause, params = _view(view)
+    slots = sql.iterate(connection, _ACCEPTED_SLOTS.format(campaign=clause), params)
+    for page in _pages(slots, PAGE_SLOTS):
         yield from _page_results(connection, [row[0] for row in page])
+
+
+# --- the artifacts an export names ------------------------------------------------------------
+
+_NAMED: Final = """
+SELECT count(*) FROM (
+    SELECT f.id FROM attempts AS a
+    JOIN artifacts AS f ON f.id = a.final_artifact_id
+    JOIN attempt_slots AS s ON s.id = a.slot_id
+    JOIN resolved_runs AS r ON r.id = s.run_id
+    WHERE 1{campaign}
+    UNION
+    SELECT f.id FROM observations AS o
+    JOIN artifacts AS f ON f.id = o.artifact_id
+    JOIN attempt_slots AS s ON s.id = o.attempt_slot_id
+    JOIN resolved_runs AS r ON r.id = s.run_id
+    WHERE 1{campaign}
+    UNION
+    SELECT f.id FROM attempts AS a
+    JOIN attempt_slots AS s ON s.id = a.slot_id
+    JOIN resolved_runs AS r ON r.id = s.run_id
+    JOIN attempt_observation_slots AS m ON m.attempt_slot_id = a.slot_id
+    JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
+    JOIN observations AS o ON o.id = so.observation_id
+    JOIN artifacts AS f ON f.id = o.artifact_id
+    WHERE a.state = 'accepted'{campaign})
+"""
+
+
+def named_artifacts(connection: sqlite3.Connection, view: View) -> int:
+    """How many distinct artifacts the export's rows name: the final artifacts of
+    ``attempts.csv``, the artifacts of ``observations.csv`` and of the selected
+    observations ``index.jsonl`` lists (counted by SQLite, no id held here)."""
+    clause, params = _view(view)
+    return int(sql.scalar(connection, _NAMED.format(campaign=clause), params))

@@ -26,6 +26,7 @@ from runstore.canonical import JSON
 from runstore.canonical import encode
 from runstore.inspection.measurements import repetition_of
 from runstore.inspection.measurements import specification_of
+from runstore.inspection.reader import View
 from runstore.inspection.reader import in_list
 from runstore.inspection.reader import scope
 
@@ -106,12 +107,12 @@ WHERE json_type(r.record_json, '$.specification.{key}') = 'object'
 """
 
 
-def parameter_columns(connection: sqlite3.Connection, campaign: str | None) -> ParameterColumns:
+def parameter_columns(connection: sqlite3.Connection, view: View) -> ParameterColumns:
     """Every problem and candidate parameter name of the runs in scope (every run, or the
     runs of ``campaign``'s candidates), whether or not a run has results."""
     found: dict[str, tuple[str, ...]] = {}
     for key in (PROBLEM_KEY, CANDIDATE_KEY):
-        query, params = scope(_NAMES.format(key=key), campaign, None, "")
+        query, params = scope(_NAMES.format(key=key), view.campaign, None, "", view.revision)
         found[key] = tuple(sorted(str(row[0]) for row in sql.execute(connection, query, params)))
     return ParameterColumns(problem=found[PROBLEM_KEY], candidate=found[CANDIDATE_KEY])
 

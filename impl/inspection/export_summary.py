@@ -7,8 +7,8 @@ statistics are :func:`runstore.inspection.results.pair_results`, the one source
 out as rows: a double as Python's ``repr`` (the shortest text that reads back to the same
 double), ``None`` as an empty field, a boolean as ``0``/``1``, the declared threshold as
 its stored decimal text. Unlike the other files' listings this one is not paged: a pair's
-statistics need all its values at once, and ``pair_results`` reads the scope's values in
-one pass, as ``status --json`` does.
+statistics need all its values at once, so the pairs stream one at a time
+(:func:`~runstore.inspection.results.iter_pair_results`), as ``status --json``'s do.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Final
 from runstore.inspection.export_rows import CsvRow
 from runstore.inspection.export_runs import ParameterColumns
 from runstore.inspection.export_runs import RunParameters
-from runstore.inspection.results import pair_results
+from runstore.inspection.reader import View
+from runstore.inspection.results import iter_pair_results
 
 SUMMARY_COLUMNS: Final = (
     "campaign",
@@ -62,11 +63,11 @@ def number_text(value: float | None) -> str | None:
 
 
 def summary_rows(
-    connection: sqlite3.Connection, campaign: str | None, columns: ParameterColumns
+    connection: sqlite3.Connection, view: View, columns: ParameterColumns
 ) -> Iterator[CsvRow]:
     """One row per pair (sorted by campaign, candidate, problem and run id) and metric
     (sorted by name) that has at least one value, of every campaign or of ``campaign``."""
-    for result in pair_results(connection, campaign=campaign):
+    for result in iter_pair_results(connection, campaign=view.campaign, revision=view.revision):
         group = result.group
         head: CsvRow = [
             group.campaign,

@@ -1,15 +1,17 @@
 """Accepted measurements grouped by candidate x problem, with what the runs declare
 (SPEC.md section 17.5).
 
-Rules of this file: reads only, on a snapshot's private copy, in four set-based queries
-whatever the number of slots. A group is one resolved run (one candidate x problem pair);
-its values are the metrics of its accepted measurement slots, one value per slot and
-metric, in repetition order. A slot's metrics are merged from the selected observations
-of its observation slots in observation-slot order (a later checkpoint's value wins), as
-``status`` merges them; a stream's checkpoints are also kept one by one for curves. Only
-the run's ``specification`` is read for parameters and declared metrics, and
-``repetition`` from the attempt slot's ``specification`` (0 when absent), so nothing here
-depends on how a runner names its slots. Warm-up slots never count.
+Rules of this file: reads only, on a snapshot's private copy, in two set-based queries
+whatever the number of slots, sorted alike by pair and merged as they stream, so memory
+holds one pair's values at a time (:func:`iter_groups`). A group is one resolved run (one
+candidate x problem pair); its values are the metrics of its accepted measurement slots,
+one value per slot and metric, in repetition order. A slot's metrics are merged from the
+selected observations of its observation slots in observation-slot order (a later
+checkpoint's value wins), as ``status`` merges them; a stream's checkpoints are also kept
+one by one for curves. Only the run's ``specification`` is read for parameters and
+declared metrics, and ``repetition`` from the attempt slot's ``specification`` (0 when
+absent), so nothing here depends on how a runner names its slots. Warm-up slots never
+count.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Final
 
@@ -24,6 +28,7 @@ import attrs
 from runstore import sql
 from runstore.analysis.summary import MAX_MAGNITUDE
 from runstore.canonical import JSON
+from runstore.inspection.reader import Revision
 from runstore.inspection.reader import campaign_of
 from runstore.inspection.reader import observation_metrics
 from runstore.inspection.reader import scope
@@ -101,30 +106,67 @@ class Group:
         return len({value.slot_id for values in self.values.values() for value in values})
 
 
+def _campaign_sql(column: str) -> str:
+    """:func:`~runstore.inspection.reader.campaign_of` in SQL."""
+    return (
+        f"CASE WHEN instr({column}, '/') > 0 "
+        f"THEN substr({column}, 1, instr({column}, '/') - 1) ELSE '' END"
+    )
+
+
+def _short_sql(column: str) -> str:
+    """:func:`_short` in SQL (``length`` and ``instr`` count characters alike)."""
+    return (
+        f"CASE WHEN instr({column}, '/') > 0 AND instr({column}, '/') < length({column}) "
+        f"THEN substr({column}, instr({column}, '/') + 1) ELSE {column} END"
+    )
+
+
+PAIR_ORDER: Final = (
+    f"{_campaign_sql('r.candidate_id')}, {_short_sql('r.candidate_id')}, "
+    f"{_short_sql('d.problem_id')}, r.id"
+)
+"""A pair's place: by campaign, candidate and problem (each by code point, which SQLite's
+binary collation of UTF-8 text is), then run id; the order of :func:`iter_groups`."""
+
 _RUNS: Final = """
-SELECT r.id, r.candidate_id, d.problem_id, r.record_json
+SELECT r.id, r.candidate_id, d.problem_id, r.record_json,
+       (SELECT count(*) FROM attempt_slots AS s WHERE s.run_id = r.id AND s.role = 'measurement')
 FROM resolved_runs AS r
 JOIN applicability_decisions AS d ON d.id = r.decision_id
-"""
+WHERE 1"""
 
-_SLOTS: Final = """
-SELECT s.id, s.run_id, s.record_json
-FROM attempt_slots AS s
-JOIN resolved_runs AS r ON r.id = s.run_id
-WHERE s.role = 'measurement'
-"""
+_WITH_ACCEPTED: Final = """ AND EXISTS (
+    SELECT 1 FROM attempt_slots AS s JOIN attempts AS a ON a.slot_id = s.id
+    WHERE s.run_id = r.id AND s.role = 'measurement' AND a.state = 'accepted')"""
 
-_ACCEPTED: Final = """
-SELECT a.slot_id, a.id, os.logical_slot, os.checkpoint_index, o.record_json
-FROM attempts AS a
-JOIN attempt_slots AS s ON s.id = a.slot_id
-JOIN resolved_runs AS r ON r.id = s.run_id
+_ACCEPTED_OF_RUNS: Final = """
+SELECT r.id, a.slot_id, a.id, os.logical_slot, os.checkpoint_index, o.record_json, s.record_json
+FROM json_each(:runs) AS chosen
+JOIN resolved_runs AS r ON r.id = chosen.value
+JOIN attempt_slots AS s ON s.run_id = r.id
+JOIN attempts AS a ON a.slot_id = s.id
+JOIN applicability_decisions AS d ON d.id = r.decision_id
 JOIN attempt_observation_slots AS m ON m.attempt_slot_id = a.slot_id
 JOIN observation_slots AS os ON os.id = m.observation_slot_id
 JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
 JOIN observations AS o ON o.id = so.observation_id
-WHERE a.state = 'accepted' AND s.role = 'measurement'
-"""
+WHERE a.state = 'accepted' AND s.role = 'measurement'"""
+""":data:`_ACCEPTED` for the runs listed in the JSON array parameter ``runs`` (reached by
+the slots' index on ``run_id``, not by a scan of every attempt)."""
+
+
+_ACCEPTED: Final = """
+SELECT r.id, a.slot_id, a.id, os.logical_slot, os.checkpoint_index, o.record_json, s.record_json
+FROM attempts AS a
+JOIN attempt_slots AS s ON s.id = a.slot_id
+JOIN resolved_runs AS r ON r.id = s.run_id
+JOIN applicability_decisions AS d ON d.id = r.decision_id
+JOIN attempt_observation_slots AS m ON m.attempt_slot_id = a.slot_id
+JOIN observation_slots AS os ON os.id = m.observation_slot_id
+JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
+JOIN observations AS o ON o.id = so.observation_id
+WHERE a.state = 'accepted' AND s.role = 'measurement'"""
 
 
 def specification_of(record_json: str) -> dict[str, JSON]:
@@ -184,87 +226,117 @@ def _short(identifier: str) -> str:
 
 
 def measurement_groups(
-    connection: sqlite3.Connection, *, campaign: str | None = None
+    connection: sqlite3.Connection, *, campaign: str | None = None, revision: Revision = None
 ) -> tuple[Group, ...]:
-    """Every candidate x problem pair (of one campaign, or all), sorted by campaign,
+    """Every candidate x problem pair in view (of one campaign, or all), sorted by campaign,
     candidate and problem, with its accepted measurement values."""
-    repetitions: dict[str, tuple[str, int]] = {}
-    slot_counts: dict[str, int] = {}
-    query, params = scope(_SLOTS, campaign, None, "s.id")
-    for slot_id, run_id, record_json in sql.execute(connection, query, params):
-        repetitions[slot_id] = (run_id, repetition_of(specification_of(record_json)))
-        slot_counts[run_id] = slot_counts.get(run_id, 0) + 1
+    groups = iter_groups(connection, campaign=campaign, revision=revision)
+    return tuple(sorted(groups, key=lambda g: (g.campaign, g.candidate, g.problem, g.run_id)))
 
+
+def iter_groups(
+    connection: sqlite3.Connection,
+    *,
+    campaign: str | None = None,
+    revision: Revision = None,
+    limit: int | None = None,
+    accepted: bool = False,
+) -> Iterator[Group]:
+    """The pairs of :func:`measurement_groups`, in its order, one at a time (only the first
+    ``limit`` with a limit; only those with an accepted measurement slot when
+    ``accepted``): two queries sorted alike by :data:`PAIR_ORDER`, the runs and their
+    accepted values, merged as they stream, so memory holds one pair's values."""
+    runs, params = scope(_RUNS + (_WITH_ACCEPTED if accepted else ""), campaign, None, "", revision)
+    values, _ = scope(_ACCEPTED, campaign, None, "a.slot_id", revision)
+    run_rows: Iterable[tuple[str, str, str, str, int]]
+    if limit is not None:
+        # The first ``limit`` runs, then only their values (by the runs' index on run_id).
+        params = {**params, "pair_limit": limit}
+        run_rows = sql.execute(
+            connection, f"{runs} ORDER BY {PAIR_ORDER} LIMIT :pair_limit", params
+        )
+        values, params = _ACCEPTED_OF_RUNS, {"runs": json.dumps([row[0] for row in run_rows])}
+    else:
+        run_rows = sql.iterate(connection, f"{runs} ORDER BY {PAIR_ORDER}", params)
+    values += f" ORDER BY {PAIR_ORDER}, a.slot_id, os.logical_slot"
+    found = sql.iterate(connection, values, params)
+    pending = next(found, None)
+    for run_id, candidate_id, problem_id, record_json, slots in run_rows:
+        rows = []
+        while pending is not None and pending[0] == run_id:
+            rows.append(pending)
+            pending = next(found, None)
+        yield _group(run_id, candidate_id, problem_id, record_json, slots, rows)
+
+
+def _group(
+    run_id: str,
+    candidate_id: str,
+    problem_id: str,
+    record_json: str,
+    slots: int,
+    rows: list[tuple[str, str, str, str, int | None, str, str]],
+) -> Group:
+    """One pair from its run's row and its accepted measurement slots' selected
+    observations (by slot, then observation slot)."""
     merged: dict[str, dict[str, str]] = {}
     attempt_of: dict[str, str] = {}
-    curves: dict[str, dict[str, list[CheckpointValue]]] = {}
-    query, params = scope(_ACCEPTED, campaign, None, "a.slot_id")
-    rows = sorted(sql.execute(connection, query, params), key=lambda row: (row[0], row[2]))
-    for slot_id, attempt_id, _logical, checkpoint, record_json in rows:
-        metrics = observation_metrics(record_json)
+    repetition: dict[str, int] = {}
+    curves: dict[str, list[CheckpointValue]] = {}
+    for _, slot_id, attempt_id, _logical, checkpoint, observation_json, slot_json in rows:
+        metrics = observation_metrics(observation_json)
         merged.setdefault(slot_id, {}).update(metrics)
         attempt_of[slot_id] = attempt_id
-        if checkpoint is None or slot_id not in repetitions:
+        if slot_id not in repetition:
+            repetition[slot_id] = repetition_of(specification_of(slot_json))
+        if checkpoint is None:
             continue
-        run_id, repetition = repetitions[slot_id]
         for name, text in metrics.items():
             number = _finite(text)
             if number is not None:
-                curves.setdefault(run_id, {}).setdefault(name, []).append(
+                curves.setdefault(name, []).append(
                     CheckpointValue(
-                        repetition=repetition, checkpoint=checkpoint, text=text, number=number
+                        repetition=repetition[slot_id],
+                        checkpoint=checkpoint,
+                        text=text,
+                        number=number,
                     )
                 )
-
-    values: dict[str, dict[str, list[Value]]] = {}
+    values: dict[str, list[Value]] = {}
     for slot_id, metrics in merged.items():
-        if slot_id not in repetitions:
-            continue
-        run_id, repetition = repetitions[slot_id]
         for name, text in metrics.items():
             number = _finite(text)
             if number is None:
                 continue
-            values.setdefault(run_id, {}).setdefault(name, []).append(
+            values.setdefault(name, []).append(
                 Value(
-                    repetition=repetition,
+                    repetition=repetition[slot_id],
                     text=text,
                     number=number,
                     slot_id=slot_id,
                     attempt_id=attempt_of[slot_id],
                 )
             )
-
-    groups: list[Group] = []
-    query, params = scope(_RUNS, campaign, None, "r.id")
-    for run_id, candidate_id, problem_id, record_json in sql.execute(connection, query, params):
-        specification = specification_of(record_json)
-        parameters = specification.get("parameters")
-        candidate_parameters = specification.get("candidate_parameters")
-        by_metric = values.get(run_id, {})
-        groups.append(
-            Group(
-                campaign=campaign_of(candidate_id),
-                candidate=_short(candidate_id),
-                problem=_short(problem_id),
-                candidate_id=candidate_id,
-                problem_id=problem_id,
-                run_id=run_id,
-                parameters=parameters if isinstance(parameters, dict) else {},
-                candidate_parameters=candidate_parameters
-                if isinstance(candidate_parameters, dict)
-                else {},
-                declared=_declared(specification),
-                slots=slot_counts.get(run_id, 0),
-                values={
-                    name: tuple(sorted(found, key=lambda v: (v.repetition, v.slot_id)))
-                    for name, found in sorted(by_metric.items())
-                },
-                checkpoints={
-                    name: tuple(sorted(found, key=lambda c: (c.checkpoint, c.repetition)))
-                    for name, found in sorted(curves.get(run_id, {}).items())
-                },
-            )
-        )
-    groups.sort(key=lambda g: (g.campaign, g.candidate, g.problem, g.run_id))
-    return tuple(groups)
+    specification = specification_of(record_json)
+    parameters = specification.get("parameters")
+    candidate_parameters = specification.get("candidate_parameters")
+    return Group(
+        campaign=campaign_of(candidate_id),
+        candidate=_short(candidate_id),
+        problem=_short(problem_id),
+        candidate_id=candidate_id,
+        problem_id=problem_id,
+        run_id=run_id,
+        parameters=parameters if isinstance(parameters, dict) else {},
+        candidate_parameters=candidate_parameters if isinstance(candidate_parameters, dict) else {},
+        declared=_declared(specification),
+        slots=slots,
+        values={
+            name: tuple(sorted(found, key=lambda v: (v.repetition, v.slot_id)))
+            for name, found in sorted(values.items())
+        },
+        checkpoints={
+            name: tuple(sorted(found, key=lambda c: (c.checkpoint, c.repetition)))
+            for name, found in sorted(curves.items())
+        },
+    )

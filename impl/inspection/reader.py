@@ -19,12 +19,14 @@ from collections import Counter
 from collections.abc import Iterable
 from collections.abc import Sequence
 from typing import Final
+from typing import Literal
 
 import attrs
 from runstore import sql
 from runstore.canonical import JSON
 from runstore.enums import TERMINAL_STATES
 from runstore.enums import AttemptState
+from runstore.errors import InvalidRecordError
 from runstore.inspection.snapshot import Snapshot
 from runstore.metrics import stored_metrics
 
@@ -190,6 +192,45 @@ CAMPAIGN_CLAUSE: Final = "substr(r.candidate_id, 1, length(:prefix)) = :prefix"
 """The condition (on ``resolved_runs AS r``, parameter ``prefix`` = ``"<campaign>/"``) that
 keeps one campaign's candidates; ``status``, ``export`` and ``report`` share it."""
 
+Revision = int | Literal["all"] | None
+"""Which revision of each pair a reader shows (SPEC.md section 15.9): None for each
+pair's latest, an int ``k`` for each pair as it stood in revision ``k`` (its latest
+revision at most ``k``), ``"all"`` for every revision."""
+
+ALL_REVISIONS: Final = "all"
+
+DECISION_REVISION: Final = (
+    "CASE WHEN json_type(record_json, '$.evidence.revision') = 'integer'"
+    " AND json_extract(record_json, '$.evidence.revision') >= 0"
+    " THEN json_extract(record_json, '$.evidence.revision') ELSE 0 END"
+)
+"""A decision's revision: its evidence's nonnegative integer ``revision``, else 0 (the rule
+:func:`runstore.runner.revisions.revision_of` applies to a record)."""
+
+VIEW_DECISIONS: Final = f"""
+SELECT id FROM (
+    SELECT id, revision, MAX(revision) OVER (PARTITION BY candidate_id, problem_id) AS newest
+    FROM (SELECT id, candidate_id, problem_id, {DECISION_REVISION} AS revision
+          FROM applicability_decisions)
+    WHERE :view_revision IS NULL OR revision <= :view_revision)
+WHERE revision = newest
+"""
+"""The decisions in view (parameter ``view_revision``: None for the latest, else the
+revision): for each candidate x problem, its decisions of the highest revision at most
+``view_revision``. One pass over the decisions, whatever the number of slots."""
+
+
+def revision_clause(
+    revision: Revision, column: str = "r.decision_id"
+) -> tuple[str, dict[str, object]]:
+    """The condition keeping the decisions (``column``) in view of ``revision``, and its
+    parameters; ``("", {})`` for every revision."""
+    if revision == ALL_REVISIONS:
+        return "", {}
+    if revision is not None and (type(revision) is not int or revision < 0):
+        raise InvalidRecordError("revision must be None, 'all' or an int >= 0")
+    return f"{column} IN ({VIEW_DECISIONS})", {"view_revision": revision}
+
 
 def in_list(ids: Sequence[str], name: str = "id") -> tuple[str, dict[str, str]]:
     """The placeholders of ``IN (...)`` for ``ids`` (``:<name>0, :<name>1, ...``; ``NULL``
@@ -198,12 +239,35 @@ def in_list(ids: Sequence[str], name: str = "id") -> tuple[str, dict[str, str]]:
     return ", ".join(marks) or "NULL", {f"{name}{i}": value for i, value in enumerate(ids)}
 
 
+@attrs.frozen
+class View:
+    """What a reader shows: one campaign's candidates (None: every campaign) in one
+    revision (:data:`Revision`)."""
+
+    campaign: str | None = None
+    revision: Revision = None
+
+    def clause(self) -> tuple[str, dict[str, object]]:
+        """``" AND <condition>"`` on ``resolved_runs AS r`` and its parameters (``""``
+        when everything is in view)."""
+        query, params = scope("WHERE 1", self.campaign, None, "", self.revision)
+        condition = query.removeprefix("WHERE 1")
+        return condition, params
+
+
 def scope(
-    base: str, campaign: str | None, slot_ids: Sequence[str] | None, slot_column: str
+    base: str,
+    campaign: str | None,
+    slot_ids: Sequence[str] | None,
+    slot_column: str,
+    revision: Revision = None,
 ) -> tuple[str, dict[str, object]]:
-    """``base`` narrowed to a campaign's candidates and/or to some slots."""
+    """``base`` (which names ``resolved_runs AS r``) narrowed to the revision in view, a
+    campaign's candidates and/or some slots."""
     clauses: list[str] = []
-    params: dict[str, object] = {}
+    clause, params = revision_clause(revision)
+    if clause:
+        clauses.append(clause)
     if campaign is not None:
         clauses.append(CAMPAIGN_CLAUSE)
         params["prefix"] = f"{campaign}/"
@@ -243,13 +307,17 @@ def summarize(
     *,
     campaign: str | None = None,
     slot_ids: Sequence[str] | None = None,
+    revision: Revision = None,
 ) -> tuple[tuple[SlotSummary, ...], dict[str, int]]:
     """Slot summaries (sorted by candidate, problem, logical slot, slot id) and attempt
-    rows by state, for every slot or only a campaign's and/or the given ``slot_ids``.
-    Three queries in all, whatever the number of slots."""
+    rows by state, for every slot in view (``revision``) or only a campaign's, or for the
+    given ``slot_ids`` whatever their revision. Three queries in all, whatever the number
+    of slots."""
+    if slot_ids is not None:
+        revision = ALL_REVISIONS  # slots named by id are shown whatever their revision
     progress: dict[str, _Progress] = {}
     attempt_states: Counter[str] = Counter()
-    query, params = scope(_ATTEMPTS, campaign, slot_ids, "a.slot_id")
+    query, params = scope(_ATTEMPTS, campaign, slot_ids, "a.slot_id", revision)
     for slot_id, retry_index, attempt_id, state, failure_code in sql.execute(
         connection, query, params
     ):
@@ -266,13 +334,13 @@ def summarize(
             entry.latest_failure_code = failure_code
 
     metrics: dict[str, dict[str, str]] = {}
-    query, params = scope(_SELECTED, campaign, slot_ids, "m.attempt_slot_id")
+    query, params = scope(_SELECTED, campaign, slot_ids, "m.attempt_slot_id", revision)
     rows = sql.execute(connection, query, params)
     for slot_id, _logical_slot, record_json in sorted(rows, key=lambda row: (row[0], row[1])):
         metrics.setdefault(slot_id, {}).update(observation_metrics(record_json))
 
     summaries: list[SlotSummary] = []
-    query, params = scope(_SLOTS, campaign, slot_ids, "s.id")
+    query, params = scope(_SLOTS, campaign, slot_ids, "s.id", revision)
     for row in sql.execute(connection, query, params):
         slot_id, run_id, candidate_id, problem_id, spec_id, logical_slot, kind, role = row
         entry = progress.get(slot_id, _Progress())
@@ -308,10 +376,12 @@ def summarize(
     return tuple(summaries), {state: attempt_states[state] for state in sorted(attempt_states)}
 
 
-def slot_summaries(snapshot: Snapshot, *, campaign: str | None = None) -> tuple[SlotSummary, ...]:
-    """Every attempt slot of the snapshot (or of one campaign: candidate ids starting with
+def slot_summaries(
+    snapshot: Snapshot, *, campaign: str | None = None, revision: Revision = None
+) -> tuple[SlotSummary, ...]:
+    """Every attempt slot in view (of one campaign: candidate ids starting with
     ``"<campaign>/"``), sorted by (candidate_id, problem_id, logical_slot)."""
-    return summarize(snapshot.connection, campaign=campaign)[0]
+    return summarize(snapshot.connection, campaign=campaign, revision=revision)[0]
 
 
 def _count(summaries: Iterable[SlotSummary], key: str) -> dict[str, dict[str, int]]:
@@ -322,15 +392,20 @@ def _count(summaries: Iterable[SlotSummary], key: str) -> dict[str, dict[str, in
     return table
 
 
-def status(snapshot: Snapshot, *, campaign: str | None = None) -> StatusReport:
-    """The ``status`` report of the snapshot (or of one campaign's candidates)."""
+def status(
+    snapshot: Snapshot, *, campaign: str | None = None, revision: Revision = None
+) -> StatusReport:
+    """The ``status`` report of the snapshot (or of one campaign's candidates), each pair
+    in the revision in view."""
     connection = snapshot.connection
-    slots, attempts_by_state = summarize(connection, campaign=campaign)
+    slots, attempts_by_state = summarize(connection, campaign=campaign, revision=revision)
     totals = _zero_counts()
     for summary in slots:
         totals[summary.state.value] += 1
     query = "SELECT candidate_id, problem_id FROM applicability_decisions WHERE applicable = 0"
-    params: dict[str, object] = {}
+    clause, params = revision_clause(revision, "id")
+    if clause:
+        query += f" AND {clause}"
     if campaign is not None:
         query += " AND substr(candidate_id, 1, length(:prefix)) = :prefix"
         params["prefix"] = f"{campaign}/"

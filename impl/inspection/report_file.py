@@ -19,6 +19,7 @@ from runstore.errors import UnsafePathError
 from runstore.inspection.atomic_file import AtomicFiles
 from runstore.inspection.atomic_file import refuse_inside_store
 from runstore.inspection.comparison import against_candidate
+from runstore.inspection.reader import Revision
 from runstore.inspection.reader import status
 from runstore.inspection.report import render_report
 from runstore.inspection.results import pair_results
@@ -32,8 +33,10 @@ def write_report(
     campaign: str | None = None,
     title: str | None = None,
     baseline: str | None = None,
+    revision: Revision = None,
 ) -> str:
-    """Render ``snapshot``'s report (one ``campaign``'s slots, or all; with ``baseline``,
+    """Render ``snapshot``'s report (one ``campaign``'s slots, or all, each pair in the
+    ``revision`` in view, default its latest; with ``baseline``,
     every other candidate of the campaign against that one) and install it at ``path``,
     replacing an older file; returns the absolute path.
 
@@ -50,14 +53,17 @@ def write_report(
     heading = title if title is not None else f"runstore report: {campaign or snapshot.root}"
     comparison = None
     if baseline is None:
-        results = pair_results(snapshot.connection, campaign=campaign)
+        results = pair_results(snapshot.connection, campaign=campaign, revision=revision)
     else:
         # compare's refusals list every campaign and candidate, so read them all once.
-        every = pair_results(snapshot.connection)
+        every = pair_results(snapshot.connection, revision=revision)
         comparison = against_candidate(every, campaign=campaign, baseline=baseline)
         results = tuple(r for r in every if campaign is None or r.group.campaign == campaign)
     page = render_report(
-        status(snapshot, campaign=campaign), results, title=heading, comparison=comparison
+        status(snapshot, campaign=campaign, revision=revision),
+        results,
+        title=heading,
+        comparison=comparison,
     )
     with AtomicFiles(os.path.dirname(target)) as files:
         files.create(os.path.basename(target)).write(page.encode("utf-8"))
@@ -67,16 +73,20 @@ def write_report(
 
 def _target(snapshot: Snapshot, path: object, campaign: object, title: object) -> str:
     if not isinstance(path, str) or not path or "\x00" in path:
-        raise InvalidRecordError(f"the report path must be a nonempty str, not {path!r:.80}")
+        raise InvalidRecordError(
+            f"the report path must be a nonempty str, not {path!r:.80}", argument="path"
+        )
     if campaign is not None and not isinstance(campaign, str):
         raise InvalidRecordError(f"campaign must be a str or None, not {type(campaign).__name__}")
     if title is not None and (not isinstance(title, str) or not title.strip() or "\n" in title):
         raise InvalidRecordError(f"title must be one nonempty line, not {title!r:.80}")
     target = os.path.abspath(path)
     directory = os.path.dirname(target)
-    refuse_inside_store(directory, snapshot.root, f"the report {target}")
+    refuse_inside_store(directory, snapshot.root, f"the report {target}", argument="path")
     if not os.path.isdir(directory):
-        raise UnsafePathError(f"the report's directory does not exist: {directory}")
+        raise UnsafePathError(
+            f"the report's directory does not exist: {directory}", argument="path"
+        )
     if os.path.islink(target) or os.path.isdir(target):
-        raise UnsafePathError(f"the report path {target} is a link or a directory")
+        raise UnsafePathError(f"the report path {target} is a link or a directory", argument="path")
     return target

@@ -12,6 +12,7 @@ unit and threshold are what its run declares (SPEC.md section 15.1, ``[metrics]`
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +22,9 @@ from runstore.analysis.summary import summarize
 from runstore.inspection.measurements import Group
 from runstore.inspection.measurements import MetricInfo
 from runstore.inspection.measurements import Value
+from runstore.inspection.measurements import iter_groups
 from runstore.inspection.measurements import measurement_groups
+from runstore.inspection.reader import Revision
 from runstore.inspection.reader import StatusReport
 
 
@@ -94,11 +97,29 @@ def pair_result(group: Group) -> PairResult:
 
 
 def pair_results(
-    connection: sqlite3.Connection, *, campaign: str | None = None
+    connection: sqlite3.Connection, *, campaign: str | None = None, revision: Revision = None
 ) -> tuple[PairResult, ...]:
-    """Every pair of the snapshot (or of one campaign), sorted by campaign, candidate and
+    """Every pair in view (of one campaign, or all), sorted by campaign, candidate and
     problem, with its statistics."""
-    return tuple(pair_result(group) for group in measurement_groups(connection, campaign=campaign))
+    groups = measurement_groups(connection, campaign=campaign, revision=revision)
+    return tuple(pair_result(group) for group in groups)
+
+
+def iter_pair_results(
+    connection: sqlite3.Connection,
+    *,
+    campaign: str | None = None,
+    revision: Revision = None,
+    limit: int | None = None,
+    accepted: bool = False,
+) -> Iterator[PairResult]:
+    """The pairs of :func:`pair_results`, in its order, one at a time as their values
+    stream (only the first ``limit`` with a limit; only those with an accepted measurement
+    slot when ``accepted``): memory holds one pair's values."""
+    groups = iter_groups(
+        connection, campaign=campaign, revision=revision, limit=limit, accepted=accepted
+    )
+    return map(pair_result, groups)
 
 
 def metric_infos(results: Sequence[PairResult]) -> dict[str, MetricInfo]:
