@@ -15,6 +15,7 @@ import typer
 from runstore.cli import output
 from runstore.cli import render
 from runstore.cli import views
+from runstore.cli.common import Campaign
 from runstore.cli.common import Json
 from runstore.cli.common import Store
 from runstore.cli.common import app
@@ -69,15 +70,7 @@ def export(
             "--out", metavar="OUTDIR", help="The export directory (created when missing)."
         ),
     ],
-    campaign: Annotated[
-        str | None,
-        typer.Option(
-            "--campaign",
-            metavar="NAME",
-            help="Only this campaign's rows.",
-            show_default="every campaign",
-        ),
-    ] = None,
+    campaign: Campaign = None,
     revision: views.RevisionOption = None,
     as_json: Json = False,
 ) -> None:
@@ -113,15 +106,7 @@ def report(
     html: Annotated[
         Path, typer.Option("--html", metavar="FILE", help="The page to write (replaced).")
     ],
-    campaign: Annotated[
-        str | None,
-        typer.Option(
-            "--campaign",
-            metavar="NAME",
-            help="Only this campaign's slots.",
-            show_default="every campaign",
-        ),
-    ] = None,
+    campaign: Campaign = None,
     title: Annotated[
         str | None,
         typer.Option(

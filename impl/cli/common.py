@@ -75,6 +75,15 @@ Store = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+Campaign = Annotated[
+    str | None,
+    typer.Option(
+        "--campaign",
+        metavar="NAME",
+        help="Only this campaign's slots (an unknown name is a usage error).",
+        show_default="every campaign",
+    ),
+]
 
 
 def examples(*lines: str) -> str:

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 from runstore.cli import output
 from runstore.cli import views
+from runstore.cli.common import Campaign
 from runstore.cli.common import Json
 from runstore.cli.common import Store
 from runstore.cli.common import app
@@ -26,15 +27,7 @@ from runstore.cli.common import stream
 @app.command(epilog=examples("runstore status --store .demo-store --campaign codecs"))
 def status(
     store: Store,
-    campaign: Annotated[
-        str | None,
-        typer.Option(
-            "--campaign",
-            metavar="NAME",
-            help="Only this campaign's slots.",
-            show_default="every campaign",
-        ),
-    ] = None,
+    campaign: Campaign = None,
     revision: views.RevisionOption = None,
     slots: Annotated[
         bool,

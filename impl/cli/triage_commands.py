@@ -17,6 +17,7 @@ from runstore.cli import render
 from runstore.cli import views
 from runstore.cli.common import EXIT_OK
 from runstore.cli.common import EXIT_UNSATISFIED
+from runstore.cli.common import Campaign
 from runstore.cli.common import Json
 from runstore.cli.common import Store
 from runstore.cli.common import app
@@ -60,15 +61,7 @@ def explain(
 )
 def failures(
     store: Store,
-    campaign: Annotated[
-        str | None,
-        typer.Option(
-            "--campaign",
-            metavar="NAME",
-            help="Only this campaign's slots.",
-            show_default="every campaign",
-        ),
-    ] = None,
+    campaign: Campaign = None,
     as_json: Json = False,
 ) -> None:
     """Every unsatisfied slot (failed, interrupted, censored, superseded) grouped by its

@@ -140,33 +140,39 @@ _WITH_ACCEPTED: Final = """ AND EXISTS (
     SELECT 1 FROM attempt_slots AS s JOIN attempts AS a ON a.slot_id = s.id
     WHERE s.run_id = r.id AND s.role = 'measurement' AND a.state = 'accepted')"""
 
-_ACCEPTED_OF_RUNS: Final = """
-SELECT r.id, a.slot_id, a.id, os.logical_slot, os.checkpoint_index, o.record_json, s.record_json
+
+_ACCEPTED_COLUMNS: Final = """
+SELECT r.id, a.slot_id, a.id, os.logical_slot, os.checkpoint_index, o.record_json, s.record_json"""
+
+_ACCEPTED_VALUES: Final = """
+JOIN applicability_decisions AS d ON d.id = r.decision_id
+JOIN attempt_observation_slots AS m ON m.attempt_slot_id = a.slot_id
+JOIN observation_slots AS os ON os.id = m.observation_slot_id
+JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
+JOIN observations AS o ON o.id = so.observation_id
+WHERE a.state = 'accepted' AND s.role = 'measurement'"""
+
+_ACCEPTED: Final = (
+    _ACCEPTED_COLUMNS
+    + """
+FROM attempts AS a
+JOIN attempt_slots AS s ON s.id = a.slot_id
+JOIN resolved_runs AS r ON r.id = s.run_id"""
+    + _ACCEPTED_VALUES
+)
+"""Each accepted measurement slot's selected observations with its run and slot records."""
+
+_ACCEPTED_OF_RUNS: Final = (
+    _ACCEPTED_COLUMNS
+    + """
 FROM json_each(:runs) AS chosen
 JOIN resolved_runs AS r ON r.id = chosen.value
 JOIN attempt_slots AS s ON s.run_id = r.id
-JOIN attempts AS a ON a.slot_id = s.id
-JOIN applicability_decisions AS d ON d.id = r.decision_id
-JOIN attempt_observation_slots AS m ON m.attempt_slot_id = a.slot_id
-JOIN observation_slots AS os ON os.id = m.observation_slot_id
-JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
-JOIN observations AS o ON o.id = so.observation_id
-WHERE a.state = 'accepted' AND s.role = 'measurement'"""
+JOIN attempts AS a ON a.slot_id = s.id"""
+    + _ACCEPTED_VALUES
+)
 """:data:`_ACCEPTED` for the runs listed in the JSON array parameter ``runs`` (reached by
 the slots' index on ``run_id``, not by a scan of every attempt)."""
-
-
-_ACCEPTED: Final = """
-SELECT r.id, a.slot_id, a.id, os.logical_slot, os.checkpoint_index, o.record_json, s.record_json
-FROM attempts AS a
-JOIN attempt_slots AS s ON s.id = a.slot_id
-JOIN resolved_runs AS r ON r.id = s.run_id
-JOIN applicability_decisions AS d ON d.id = r.decision_id
-JOIN attempt_observation_slots AS m ON m.attempt_slot_id = a.slot_id
-JOIN observation_slots AS os ON os.id = m.observation_slot_id
-JOIN selected_observations AS so ON so.slot_id = m.observation_slot_id
-JOIN observations AS o ON o.id = so.observation_id
-WHERE a.state = 'accepted' AND s.role = 'measurement'"""
 
 
 def specification_of(record_json: str) -> dict[str, JSON]:
