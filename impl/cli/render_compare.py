@@ -26,8 +26,6 @@ def compare_tables(document: Mapping[str, Any]) -> tuple[list[Table], list[str]]
     compared candidate, as hyperfine lists them: no cell is repeated on every row."""
     against = document["baseline_candidate"] or document["baseline_campaign"]
     if document.get("baseline_revision") is not None:
-        against = f"revision {document['baseline_revision']}"
-    if document.get("revision") is not None and document.get("baseline_revision") is not None:
         against = f"revision {document['baseline_revision']} (revision {document['revision']})"
     tables = []
     for metric in document["metrics"]:

@@ -14,7 +14,6 @@ from typing import Final
 import typer
 from runstore.errors import OptionInvalidError
 from runstore.inspection.campaigns import check_view
-from runstore.inspection.campaigns import revisions
 from runstore.inspection.reader import ALL_REVISIONS
 from runstore.inspection.reader import Revision
 
@@ -50,8 +49,3 @@ def checked(connection: sqlite3.Connection, campaign: str | None, revision: str 
     parsed = parse_revision(revision)
     check_view(connection, campaign, parsed)
     return parsed
-
-
-def latest_revision(connection: sqlite3.Connection, campaign: str) -> int:
-    """``campaign``'s highest revision (0 for a campaign the store does not hold)."""
-    return max(revisions(connection).get(campaign, {0: 0}))

@@ -124,12 +124,16 @@ def list_campaigns(connection: sqlite3.Connection) -> CampaignList:
 
 
 def check_view(
-    connection: sqlite3.Connection, campaign: str | None, revision: Revision = None
+    connection: sqlite3.Connection,
+    campaign: str | None,
+    revision: Revision = None,
+    held: dict[str, dict[int, int]] | None = None,
 ) -> None:
     """Refuse a ``campaign`` the store does not hold (``unknown_campaign``) and an int
     ``revision`` that campaign (or, without one, every campaign) lacks
-    (``unknown_revision``); the messages list what exists."""
-    held = revisions(connection)
+    (``unknown_revision``); the messages list what exists. ``held``: :func:`revisions`,
+    when the caller has read it already."""
+    held = revisions(connection) if held is None else held
     if campaign is not None and campaign not in held:
         raise UnknownCampaignError(f"no campaign {campaign!r} in the store; {_listed(held)}")
     if revision is None or revision == ALL_REVISIONS:

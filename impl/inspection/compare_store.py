@@ -41,7 +41,8 @@ def compare_store(
     or ``baseline_revision`` (a revision of the campaign) is the baseline; ``revision``
     is the revision compared (None: each pair's latest)."""
     check_baselines(baseline, baseline_campaign, baseline_revision)
-    check_view(connection, campaign, revision)
+    held = revisions(connection)
+    check_view(connection, campaign, revision, held)
     results = pair_results(connection, revision=revision)
     if baseline is not None:
         return comparison.against_candidate(
@@ -53,8 +54,8 @@ def compare_store(
         )
     assert baseline_revision is not None
     name = comparison.choose_campaign(results, campaign)
-    check_view(connection, name, baseline_revision)
-    current = revision if revision is not None else max(revisions(connection)[name])
+    check_view(connection, name, baseline_revision, held)
+    current = revision if revision is not None else max(held[name])
     return comparison.against_revision(
         results,
         pair_results(connection, campaign=name, revision=baseline_revision),

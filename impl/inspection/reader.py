@@ -125,8 +125,12 @@ class SlotSummary:
         }
 
 
-def _zero_counts() -> dict[str, int]:
-    return {state.value: 0 for state in SlotState}
+_STATE_VALUES: Final = tuple(state.value for state in SlotState)
+
+
+def zero_counts() -> dict[str, int]:
+    """Every slot state with the count 0."""
+    return dict.fromkeys(_STATE_VALUES, 0)
 
 
 @attrs.frozen(kw_only=True)
@@ -388,7 +392,7 @@ def _count(summaries: Iterable[SlotSummary], key: str) -> dict[str, dict[str, in
     table: dict[str, dict[str, int]] = {}
     for summary in summaries:
         name = summary.candidate_id if key == "candidate" else summary.problem_id
-        table.setdefault(name, _zero_counts())[summary.state.value] += 1
+        table.setdefault(name, zero_counts())[summary.state.value] += 1
     return table
 
 
@@ -399,9 +403,24 @@ def status(
     in the revision in view."""
     connection = snapshot.connection
     slots, attempts_by_state = summarize(connection, campaign=campaign, revision=revision)
-    totals = _zero_counts()
+    totals = zero_counts()
     for summary in slots:
         totals[summary.state.value] += 1
+    return StatusReport(
+        slots=slots,
+        by_candidate=_count(slots, "candidate"),
+        by_problem=_count(slots, "problem"),
+        totals=totals,
+        attempts_by_state=attempts_by_state,
+        excluded=excluded_pairs(connection, campaign, revision),
+    )
+
+
+def excluded_pairs(
+    connection: sqlite3.Connection, campaign: str | None, revision: Revision
+) -> tuple[tuple[str, str], ...]:
+    """The ``(candidate_id, problem_id)`` of the decisions in view with ``applicable``
+    false (of one campaign's candidates, or all), sorted."""
     query = "SELECT candidate_id, problem_id FROM applicability_decisions WHERE applicable = 0"
     clause, params = revision_clause(revision, "id")
     if clause:
@@ -409,12 +428,4 @@ def status(
     if campaign is not None:
         query += " AND substr(candidate_id, 1, length(:prefix)) = :prefix"
         params["prefix"] = f"{campaign}/"
-    excluded = tuple(sorted((str(c), str(p)) for c, p in sql.execute(connection, query, params)))
-    return StatusReport(
-        slots=slots,
-        by_candidate=_count(slots, "candidate"),
-        by_problem=_count(slots, "problem"),
-        totals=totals,
-        attempts_by_state=attempts_by_state,
-        excluded=excluded,
-    )
+    return tuple(sorted((str(c), str(p)) for c, p in sql.execute(connection, query, params)))

@@ -24,10 +24,12 @@ from runstore import sql
 from runstore.canonical import JSON
 from runstore.inspection.reader import Revision
 from runstore.inspection.reader import SlotState
+from runstore.inspection.reader import SlotSummary
 from runstore.inspection.reader import derive_state
+from runstore.inspection.reader import excluded_pairs
 from runstore.inspection.reader import observation_metrics
-from runstore.inspection.reader import revision_clause
 from runstore.inspection.reader import scope
+from runstore.inspection.reader import zero_counts
 
 UNSATISFIED: Final = frozenset(SlotState) - {SlotState.ACCEPTED}
 _FAILED: Final = UNSATISFIED - {SlotState.PENDING, SlotState.RUNNING}
@@ -79,60 +81,22 @@ JOIN resolved_runs AS r ON r.id = s.run_id"""
 
 
 @attrs.frozen(kw_only=True)
-class SlotLine:
-    """One attempt slot as ``status --slots`` shows it: where it is, its state, its
-    attempts and its latest attempt (``latest_code``: that attempt's failure code, or its
-    censor reason); ``metrics`` as ``SlotSummary``'s (an accepted slot's merged metrics,
-    sorted by name; only when asked for)."""
+class SlotLine(SlotSummary):
+    """One attempt slot as ``status --slots`` shows it: a
+    :class:`~runstore.inspection.reader.SlotSummary` (``metrics`` only when asked for)
+    with its latest attempt's censor reason too (``latest_code``: that attempt's failure
+    code, or its censor reason)."""
 
-    slot_id: str
-    run_id: str
-    candidate_id: str
-    problem_id: str
-    logical_spec_id: str
-    logical_slot: str
-    execution_kind: str
-    role: str
-    state: SlotState
-    attempts: int
-    accepted_attempt_id: str | None
-    latest_attempt_id: str | None
-    latest_state: str | None
-    latest_failure_code: str | None
     latest_censor_reason: str | None
-    metrics: tuple[tuple[str, str], ...] = ()
 
     @property
     def latest_code(self) -> str | None:
         return self.latest_failure_code or self.latest_censor_reason
 
     def to_json(self) -> dict[str, JSON]:
-        """The keys of a ``SlotSummary`` document (``status --json --slots``' ``slots``)."""
-        return {
-            "slot_id": self.slot_id,
-            "run_id": self.run_id,
-            "candidate_id": self.candidate_id,
-            "problem_id": self.problem_id,
-            "logical_spec_id": self.logical_spec_id,
-            "logical_slot": self.logical_slot,
-            "execution_kind": self.execution_kind,
-            "role": self.role,
-            "state": self.state.value,
-            "attempts": self.attempts,
-            "accepted_attempt_id": self.accepted_attempt_id,
-            "latest_attempt_id": self.latest_attempt_id,
-            "latest_state": self.latest_state,
-            "latest_failure_code": self.latest_failure_code,
-            "latest_censor_reason": self.latest_censor_reason,
-            "metrics": dict(self.metrics),
-        }
-
-
-_STATE_VALUES: Final = tuple(state.value for state in SlotState)
-
-
-def _zero() -> dict[str, int]:
-    return dict.fromkeys(_STATE_VALUES, 0)
+        """A ``SlotSummary`` document with ``latest_censor_reason`` (``status --json
+        --slots``' ``slots``)."""
+        return {**super().to_json(), "latest_censor_reason": self.latest_censor_reason}
 
 
 @attrs.frozen(kw_only=True)
@@ -245,7 +209,7 @@ def status_counts(
     measurement slots come together; no row is kept)."""
     by_candidate: dict[str, dict[str, int]] = {}
     by_problem: dict[str, dict[str, int]] = {}
-    totals = _zero()
+    totals = zero_counts()
     failures: Counter[tuple[str, str | None]] = Counter()
     longest = 0
     pair = _Pairs()
@@ -270,7 +234,7 @@ def status_counts(
         for table, name in ((by_candidate, candidate_id), (by_problem, problem_id)):
             counts = table.get(name)
             if counts is None:
-                counts = table[name] = _zero()
+                counts = table[name] = zero_counts()
             counts[state] += 1
         totals[state] += 1
         longest = max(longest, len(logical_slot))
@@ -287,7 +251,7 @@ def status_counts(
         by_problem=by_problem,
         totals=totals,
         attempts_by_state={str(state): int(count) for state, count in attempts.items()},
-        excluded=_excluded(connection, campaign, revision),
+        excluded=excluded_pairs(connection, campaign, revision),
         failures=tuple(
             (state, code, count)
             for (state, code), count in sorted(
@@ -325,17 +289,3 @@ class _Pairs:
             self.pairs += 1
             self.incomplete += self.missing
         self.run_id = None
-
-
-def _excluded(
-    connection: sqlite3.Connection, campaign: str | None, revision: Revision
-) -> tuple[tuple[str, str], ...]:
-    """The decisions in view with ``applicable`` false (the rule of ``reader.status``)."""
-    query = "SELECT candidate_id, problem_id FROM applicability_decisions WHERE applicable = 0"
-    clause, params = revision_clause(revision, "id")
-    if clause:
-        query += f" AND {clause}"
-    if campaign is not None:
-        query += " AND substr(candidate_id, 1, length(:prefix)) = :prefix"
-        params["prefix"] = f"{campaign}/"
-    return tuple(sorted((str(c), str(p)) for c, p in sql.execute(connection, query, params)))

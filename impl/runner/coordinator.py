@@ -148,8 +148,9 @@ def register(
     revised = resolve(campaign, held, revise=revise)
     known = {slot.id for slot in held.attempt_slots}
     new = 0
+    moved = set(revised.revised)
     for slot in revised.plans:
-        if slot.run is None and (slot.candidate.name, slot.problem.name) in revised.revised:
+        if slot.run is None and (slot.candidate.name, slot.problem.name) in moved:
             # a revision stops measuring a registered pair: the exclusion is its record
             store.register_exclusion(slot.decision)
             continue

@@ -10,8 +10,6 @@ registered is ever rewritten: an earlier revision stays in the store, with its r
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from collections.abc import Mapping
 from collections.abc import Sequence
 
 import attrs
@@ -127,11 +125,3 @@ def _refusal(name: str, lines: Sequence[str], current: int) -> str:
         f"run --revise registers the changed pairs as revision {current + 1} "
         "(the others keep their results)"
     )
-
-
-def pairs_of(plans: Iterable[SlotPlan]) -> Mapping[Pair, SlotPlan]:
-    """The first plan of each pair (its decision)."""
-    found: dict[Pair, SlotPlan] = {}
-    for slot in plans:
-        found.setdefault((slot.candidate.name, slot.problem.name), slot)
-    return found
