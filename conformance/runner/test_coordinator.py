@@ -278,7 +278,10 @@ def test_at_most_jobs_workers_run_at_once_and_leases_are_renewed(root: str) -> N
             events,  # type: ignore[arg-type]
             clock=clock,
         )
-    assert summary.satisfied == 4
+    assert summary.satisfied == 4, " ".join(
+        f"{name}:{fields.get('state') or fields.get('reason') or ''}"
+        for name, fields in events.events
+    )
     assert executor.max_running == 2
     # 40 s of work under a 9 s lease renewed every 3 s: no lease was lost, and the
     # reservation leases were extended well past their first expiry.

@@ -3,6 +3,7 @@ counts as a refusal, and that a background thread which cannot work stops the ru
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,51 @@ def test_a_background_thread_that_cannot_work_stops_the_run(
             Events(),  # type: ignore[arg-type]
             clock=clock,
         )
+
+
+def test_two_callers_renewing_at_once_never_shorten_a_lease(tmp_path: Path) -> None:
+    """The loop's thread and the background thread may find one attempt due together. The
+    second renewal must not be computed from a clock read before the first one committed:
+    a renewal asking for an earlier expiry than the one committed is ``renewal_shortens``,
+    which the keeper would record as the attempt's lost lease (this test failed so before
+    renewals were made one at a time)."""
+    clock = Clock()
+    keeper = LeaseKeeper(LEASE_NS, clock)
+    root = str(tmp_path)
+
+    def rival_renews() -> None:  # the background thread: a handle of its own
+        with RunStore.open(root) as other:
+            keeper.renew_due(other)
+
+    with RunStore.open(root) as store:
+        begun = started(store, clock, keeper)
+        first = expiry(tmp_path)
+        clock.advance(LEASE_NS // 3 + SECOND)
+        joined: list[bool] = []
+
+        class Racing:
+            """``store``, whose first renewal lets the other caller renew meanwhile (with
+            a later clock reading) before it commits its own."""
+
+            def __init__(self) -> None:
+                self.calls = 0
+
+            def renew(self, guard, expires_at_ns, now_ns):  # type: ignore[no-untyped-def]
+                self.calls += 1
+                if self.calls == 1:
+                    clock.advance(SECOND)
+                    rival = threading.Thread(target=rival_renews)
+                    rival.start()
+                    rival.join(timeout=0.5)
+                    joined.append(not rival.is_alive())
+                    rivals.append(rival)
+                return store.renew(guard, expires_at_ns, now_ns)
+
+        rivals: list[threading.Thread] = []
+        keeper.renew_due(Racing())  # type: ignore[arg-type]
+        for rival in rivals:
+            rival.join(timeout=10)
+            assert not rival.is_alive()
+        assert keeper.refusal(begun.guard.attempt_id) is None
+        assert joined == [False]  # the rival waited for the first renewal to commit
+        assert expiry(tmp_path) > first  # renewed, by the first caller

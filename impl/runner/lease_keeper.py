@@ -7,7 +7,8 @@ it is given up), the attempt's latest guard and lease times. Renewals are made b
 on its own store handle, and a background thread (:meth:`LeaseKeeper.background`) with a
 handle of its own, so that copying inputs or publishing a large output on the coordinator's
 thread (no SQLite transaction open meanwhile: SPEC.md section 11) never starves a lease.
-Renewing twice is harmless: a renewal never shortens and changes no revision.
+Renewing twice is harmless: renewals are made one at a time (one caller at once), so a
+renewal never shortens, and none changes a revision.
 
 A renewal refused with the guard the keeper still holds is recorded as the attempt's
 refusal; the coordinator acts on it only for an attempt whose worker runs (its guard does
@@ -52,6 +53,12 @@ class LeaseKeeper:
     def __init__(self, lease_ns: int, clock: Clock) -> None:
         self.lease_ns, self.clock = lease_ns, clock
         self._lock = threading.Lock()
+        self._renewing = threading.Lock()
+        """Held by one caller of :meth:`renew_due` at a time: each renewal samples the clock
+        after the other caller's last commit, so it can never ask for an expiry earlier
+        than one already committed (``renewal_shortens``, which would read as a lost
+        lease: seen when the loop's thread and the background thread renewed one attempt
+        at once)."""
         self._held: dict[str, Held] = {}
         self._longest_gap_ns = 0
         self.failure: BaseException | None = None
@@ -105,6 +112,10 @@ class LeaseKeeper:
         """Renew every held attempt whose last lease is a third of the lease old, each in
         its own transaction on ``store``: to ``now + lease`` (never shortening). ``busy``
         leaves it due for the next pass, well before the lease ends."""
+        with self._renewing:
+            self._renew_due(store)
+
+    def _renew_due(self, store: RunStore) -> None:
         now = self.clock()
         with self._lock:
             due = [
