@@ -30,12 +30,13 @@ The protocol, both ends of which live here (:func:`encode_spec`, :func:`parse_re
 
 from __future__ import annotations
 
-import contextlib
+# Imports are few and cheap: one supervisor starts per attempt, and ``subprocess``,
+# ``contextlib`` and ``signal`` (which imports ``enum``) cost more than the interpreter's own
+# start; ``_signal`` is the C module behind ``signal``.
+import _signal as signal  # type: ignore[import-not-found,unused-ignore]
 import ctypes
 import os
 import select
-import signal
-import subprocess
 import sys
 import time
 
@@ -86,7 +87,7 @@ def parse_report(data: bytes) -> tuple[int | None, str | None, tuple[int, bool, 
     ended: tuple[int, bool, int] | None = None
     for line in data.decode("utf-8", "replace").splitlines():
         word, _, rest = line.partition(" ")
-        with contextlib.suppress(ValueError):
+        try:
             if word == "started":
                 started = int(rest)
             elif word == "refused":
@@ -94,6 +95,8 @@ def parse_report(data: bytes) -> tuple[int | None, str | None, tuple[int, bool, 
             elif word == "ended":
                 code, timed_out, duration = rest.split()
                 ended = (int(code), timed_out == "1", int(duration))
+        except ValueError:
+            pass
     return started, refused, ended
 
 
@@ -118,8 +121,10 @@ def become_subreaper() -> str:
 
 def _report(line: str) -> None:
     """One report line, unbuffered; a runner that is gone reads nothing, which is fine."""
-    with contextlib.suppress(OSError):
+    try:  # noqa: SIM105 (no contextlib: see the imports)
         os.write(1, (line.replace("\n", " ") + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
 
 
 def _children(pid: int) -> list[int]:
@@ -130,9 +135,11 @@ def _children(pid: int) -> list[int]:
     except OSError:
         return found
     for task in tasks:
-        path = f"/proc/{pid}/task/{task}/children"
-        with contextlib.suppress(OSError, ValueError), open(path, "rb") as listing:
-            found.extend(int(child) for child in listing.read().split())
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as listing:
+                found.extend(int(child) for child in listing.read().split())
+        except (OSError, ValueError):
+            pass
     return found
 
 
@@ -179,15 +186,17 @@ def _kill_descendants() -> None:
         parent = pending.pop()
         for child in _children(parent):
             if parent == me:  # our own child: its pid is ours until we reap it
-                with contextlib.suppress(ProcessLookupError):
+                try:  # noqa: SIM105 (no contextlib: see the imports)
                     os.kill(child, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
                 pending.append(child)
             elif _kill(child, (parent, me)):
                 pending.append(child)
 
 
 class _Supervisor:
-    def __init__(self, worker: subprocess.Popen[bytes], wake: int) -> None:
+    def __init__(self, worker: int, wake: int) -> None:
         self.worker, self.wake = worker, wake
         self.code: int | None = None
         self.ended_ns = 0
@@ -204,9 +213,8 @@ class _Supervisor:
                 return False
             if pid == 0:
                 return True
-            if pid == self.worker.pid:
+            if pid == self.worker:
                 self.code = os.waitstatus_to_exitcode(status)
-                self.worker.returncode = self.code
                 self.ended_ns = time.monotonic_ns()
 
     def wait(self, timeout_ns: int) -> tuple[bool, bool]:
@@ -216,9 +224,11 @@ class _Supervisor:
         timeout_ms = min(max(0, -(-timeout_ns // 1_000_000)), 60_000)  # poll takes an int
         for fd, _ in self.poll.poll(timeout_ms):
             if fd == self.wake:
-                with contextlib.suppress(BlockingIOError):
+                try:
                     woken = os.read(self.wake, 256)
-                    stop |= any(s != signal.SIGCHLD for s in woken)
+                except BlockingIOError:
+                    continue
+                stop |= any(s != signal.SIGCHLD for s in woken)
             else:
                 data = os.read(0, 256)
                 if not data:
@@ -245,8 +255,10 @@ class _Supervisor:
         return timed_out, False
 
     def terminate(self, now_ns: int, grace_ns: int) -> int:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.worker.pid, signal.SIGTERM)
+        try:  # noqa: SIM105 (no contextlib: see the imports)
+            os.killpg(self.worker, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
         return now_ns + grace_ns
 
     def kill_all(self) -> None:
@@ -258,8 +270,68 @@ class _Supervisor:
             if not self.reap():
                 return
             if woken.poll(10):  # a SIGCHLD; the round after kills what came meanwhile
-                with contextlib.suppress(BlockingIOError):
+                try:  # noqa: SIM105 (no contextlib: see the imports)
                     os.read(self.wake, 256)
+                except BlockingIOError:
+                    pass
+
+
+_RESTORED = ("SIGPIPE", "SIGXFZ", "SIGXFSZ")
+"""Signals Python ignores that a command must get with their default action, as
+``subprocess`` restores them (``restore_signals``)."""
+
+
+def spawn(argv: list[str], env: dict[str, str], cwd: str, stdout_fd: int) -> int:
+    """Start the command and return its pid once it runs: in a session of its own, in
+    ``cwd``, stdin ``/dev/null``, stdout ``stdout_fd``, stderr ours, no other descriptor
+    open, the signals Python ignores restored, killed when this process dies
+    (``PR_SET_PDEATHSIG``, checked against a death before it was set), the program found
+    on ``env``'s ``PATH``. What ``subprocess.Popen`` with ``start_new_session``,
+    ``close_fds`` and a ``preexec_fn`` does, without importing it (its import costs more
+    than the rest of this process's start). A failure before the ``exec`` comes back over a
+    close-on-exec pipe and is raised here as the ``OSError`` the child met (``filename``:
+    the directory when ``chdir`` failed, else the program)."""
+    me = os.getpid()
+    failed_read, failed_write = os.pipe2(os.O_CLOEXEC)
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # the child: nothing here may return or raise
+        where = argv[0] if argv else ""
+        try:
+            os.setsid()
+            os.dup2(null, 0)
+            os.dup2(stdout_fd, 1)
+            os.closerange(3, failed_write)
+            os.closerange(failed_write + 1, os.sysconf("SC_OPEN_MAX"))
+            for name in _RESTORED:
+                if hasattr(signal, name):
+                    signal.signal(getattr(signal, name), signal.SIG_DFL)
+            where = cwd
+            os.chdir(cwd)
+            where = argv[0] if argv else ""
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != me:  # the supervisor died before the line above
+                os.kill(os.getpid(), signal.SIGKILL)
+            os.execvpe(argv[0], argv, env)
+        except BaseException as error:
+            number = getattr(error, "errno", None) or 0
+            failure = f"{number}\0{where}\0{error}".encode("utf-8", "replace")
+            try:
+                os.write(failed_write, failure)
+            finally:
+                os._exit(127)
+    os.close(failed_write)
+    os.close(null)
+    with os.fdopen(failed_read, "rb") as failed:
+        report = failed.read()
+    if not report:
+        return pid
+    os.waitpid(pid, 0)
+    number_text, where, message = report.decode("utf-8", "replace").split("\0", 2)
+    number = int(number_text)
+    if number:
+        raise OSError(number, os.strerror(number), where)
+    raise OSError(message or "the command could not be started")
 
 
 def _read_spec(fd: int) -> tuple[list[str], dict[str, str], str, int, int, int]:
@@ -287,30 +359,13 @@ def main(arguments: list[str]) -> int:
         if STOP in os.read(0, 256):
             _report("refused cancelled before it started")
         return 0
-    me = os.getpid()
-
-    def die_with_the_supervisor() -> None:  # in the child, before exec
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != me:  # it died before the line above
-            os.kill(os.getpid(), signal.SIGKILL)
-
     began = time.monotonic_ns()
     try:
-        worker = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout_fd,
-            stderr=2,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=die_with_the_supervisor,
-        )
-    except (OSError, ValueError, subprocess.SubprocessError) as error:
+        worker = spawn(argv, env, cwd, stdout_fd)
+    except OSError as error:
         _report(f"refused {str(error).splitlines()[0] if str(error) else type(error).__name__}")
         return 0
-    _report(f"started {worker.pid}")
+    _report(f"started {worker}")
     supervisor = _Supervisor(worker, wake_read)
     try:
         timed_out, runner_gone = supervisor.run(began, timeout_ns, grace_ns)
