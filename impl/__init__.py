@@ -25,6 +25,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from typing import Any
 
+from runstore.batch import Pending
+from runstore.batch import WriteBatch
 from runstore.enums import TERMINAL_STATES
 from runstore.enums import ArtifactKind
 from runstore.enums import AttemptState
@@ -111,6 +113,7 @@ __all__ = [
     "ObservationSlot",
     "ObservationSlotKind",
     "OwnedAttempt",
+    "Pending",
     "PublishedArtifact",
     "PublishedFinalization",
     "RecoveryReport",
@@ -125,5 +128,6 @@ __all__ = [
     "Superseded",
     "TerminalAttempt",
     "TerminalOutcome",
+    "WriteBatch",
     "run_attempt_id",
 ]

@@ -148,6 +148,13 @@ class RegistrationConflictError(RunStoreError):
     code = "registration_conflict"
 
 
+class BatchDependencyError(RunStoreError):
+    """A step of a write batch takes the result of an earlier step of the batch that was
+    refused; it never ran (SPEC.md section 10.9)."""
+
+    code = "batch_dependency_refused"
+
+
 class UnknownSlotError(RunStoreError):
     """The named attempt or observation slot (or its run) is not registered."""
 

@@ -152,7 +152,8 @@ def test_a_full_disk_while_outputs_are_written_stops_the_run_with_a_typed_error(
     monkeypatch.setattr(attempt, "open", full, raising=False)
     with pytest.raises(DurabilityError, match="No space left on device"):
         run_once(tmp_path, succeeded(), clock=clock)
-    assert rows(tmp_path / "store", "SELECT state FROM attempts") == [("validating",)]
+    # observations are published while executing (validating commits with the claim)
+    assert rows(tmp_path / "store", "SELECT state FROM attempts") == [("executing",)]
     monkeypatch.undo()
     clock.advance(31 * SECOND)
     summary, _ = run_once(tmp_path, succeeded(), clock=clock, resume=True)

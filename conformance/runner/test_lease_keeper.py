@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from runstore import RunStore
+from runstore import WriteBatch
 from runstore.errors import StoreClosedError
 from runstore.requests import FirstAttempt
 from runstore.runner import attempt
@@ -74,10 +75,10 @@ def test_a_refusal_with_the_guard_it_holds_is_recorded_one_for_a_moved_guard_is_
         class Racing:
             """The store, with the coordinator's transition landing just before a renewal."""
 
-            def renew(self, guard: object, expires_at_ns: int, now_ns: int) -> object:
+            def apply_batch(self, batch: WriteBatch) -> None:
                 moved = store.advance(begun.guard, attempt.AttemptState.VALIDATING, clock())
                 keeper.moved(moved)
-                return store.renew(guard, expires_at_ns, now_ns)  # type: ignore[arg-type]
+                store.apply_batch(batch)
 
         clock.advance(LEASE_NS // 3)
         keeper.renew_due(Racing())  # type: ignore[arg-type]
@@ -145,7 +146,7 @@ def test_two_callers_renewing_at_once_never_shorten_a_lease(tmp_path: Path) -> N
             def __init__(self) -> None:
                 self.calls = 0
 
-            def renew(self, guard, expires_at_ns, now_ns):  # type: ignore[no-untyped-def]
+            def apply_batch(self, batch: WriteBatch) -> None:
                 self.calls += 1
                 if self.calls == 1:
                     clock.advance(SECOND)
@@ -154,7 +155,7 @@ def test_two_callers_renewing_at_once_never_shorten_a_lease(tmp_path: Path) -> N
                     rival.join(timeout=0.5)
                     joined.append(not rival.is_alive())
                     rivals.append(rival)
-                return store.renew(guard, expires_at_ns, now_ns)
+                store.apply_batch(batch)
 
         rivals: list[threading.Thread] = []
         keeper.renew_due(Racing())  # type: ignore[arg-type]

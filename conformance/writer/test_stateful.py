@@ -51,6 +51,7 @@ from runstore import LeaseRequest
 from runstore import Next
 from runstore import Observation
 from runstore import OwnedAttempt
+from runstore import Pending
 from runstore import PublishedArtifact
 from runstore import PublishedFinalization
 from runstore import Reference
@@ -59,6 +60,7 @@ from runstore import RunStore
 from runstore import RunStoreError
 from runstore import SlotRole
 from runstore import Superseded
+from runstore import WriteBatch
 from runstore import edges
 from runstore import model as m
 from runstore import payloads
@@ -77,6 +79,7 @@ from runstore.testing.lockstep import ModelWriter
 from runstore.testing.lockstep import StageTokens
 from runstore.testing.lockstep import Writer
 from runstore.testing.lockstep import lockstep
+from runstore.testing.lockstep import outcome as outcome_of
 from runstore.testing.publishing import ClockScript
 from runstore.testing.publishing import Payload
 from runstore.testing.publishing import at
@@ -442,6 +445,89 @@ class WriterMatchesModel(RuleBasedStateMachine):
             store,
             lambda w: w.commit_finalization(guard, outcome, artifact, references, finished, now),
         )
+
+    @rule(data=st.data(), size=st.integers(2, 5))
+    def write_batch(self, data: st.DataObject, size: int) -> None:
+        """Group commit (SPEC.md section 10.9): ``size`` writer operations drawn as the
+        single rules draw them, a guard now and then taken from an earlier step of the same
+        batch (a pending), applied as one batch on the store and as the sequence of the
+        model's operations: every step's result or refusal code must agree (a step whose
+        pending was refused: batch_dependency_refused on both sides)."""
+        recipe: list[Callable[[WriteBatch, list[Pending[Any]]], Pending[Any]]] = []
+        chainable: list[tuple[int, bool]] = []
+        """(step, whether its result holds the guard in ``.attempt``) of guard steps."""
+        for number in range(size):
+            operation = data.draw(
+                st.sampled_from(
+                    ["reserve", "advance", "advance", "renew", "begin_finalization", "commit"]
+                ),
+                label="operation",
+            )
+            now = self._now(data)
+            if operation == "reserve":
+                slot = data.draw(st.sampled_from(SLOT_IDS), label="slot")
+                authorization = data.draw(authorizations, label="authorization")
+                lease = self._lease(data)
+                recipe.append(
+                    lambda b, p, s=slot, a=authorization, r=lease, t=now: b.reserve(s, a, r, t)
+                )
+                chainable.append((number, False))
+                continue
+            chain = bool(chainable) and (
+                not self.guards or data.draw(st.booleans(), label="chained")
+            )
+            if not chain and not self.guards:
+                lease = self._lease(data)  # nothing to guard yet: a reservation instead
+                recipe.append(lambda b, p, r=lease, t=now: b.reserve(SLOT_IDS[0], Next(), r, t))
+                chainable.append((number, False))
+                continue
+            if chain:
+                step, wrapped = data.draw(st.sampled_from(chainable), label="from step")
+                guard: Any = (step, wrapped)
+            else:
+                guard = self._guard(data)
+
+            def resolve(p: list[Pending[Any]], g: Any = guard) -> Any:
+                if isinstance(g, OwnedAttempt):
+                    return g
+                return p[g[0]].then(lambda r: r.attempt) if g[1] else p[g[0]]
+
+            if operation == "advance":
+                phase = data.draw(st.sampled_from(ALL_STATES), label="phase")
+                recipe.append(lambda b, p, r=resolve, f=phase, t=now: b.advance(r(p), f, t))
+                chainable.append((number, False))
+            elif operation == "renew":
+                expires = max(0, self.clock + data.draw(st.integers(-5, 60), label="ttl"))
+                recipe.append(lambda b, p, r=resolve, e=expires, t=now: b.renew(r(p), e, t))
+                chainable.append((number, False))
+            elif operation == "begin_finalization":
+                lease = self._lease(data)
+                recipe.append(
+                    lambda b, p, r=resolve, c=lease, t=now: b.begin_finalization(r(p), c, t)
+                )
+                chainable.append((number, True))
+            else:
+                outcome = data.draw(outcomes, label="outcome")
+                artifact = data.draw(attempt_artifacts, label="artifact")
+                recipe.append(
+                    lambda b, p, r=resolve, o=outcome, a=artifact, t=now: b.commit_finalization(
+                        r(p), o, a, [], t, t
+                    )
+                )
+
+        def call(writer: Writer) -> list[Any]:
+            batch = WriteBatch()
+            pendings: list[Pending[Any]] = []
+            for build in recipe:
+                pendings.append(build(batch, pendings))
+            writer.apply_batch(batch)
+            return [outcome_of(pending.result) for pending in pendings]
+
+        results = self._lockstep(self._store(data), call)
+        for kind, value in results or []:
+            event(f"batch step: {kind}")
+            if kind == "ok":
+                self._keep(getattr(value, "attempt", value))
 
     @rule(
         data=st.data(),

@@ -21,6 +21,8 @@ from typing import Final
 from typing import TypeVar
 
 import attrs
+from runstore.batch import Pending
+from runstore.batch import WriteBatch
 from runstore.canonical import JSON
 from runstore.canonical import encode
 from runstore.enums import ArtifactKind
@@ -31,9 +33,10 @@ from runstore.enums import SlotRole
 from runstore.errors import AcceptanceUnsatisfiedError
 from runstore.errors import BusyError
 from runstore.errors import DurabilityError
+from runstore.errors import RunStoreError
 from runstore.receipts import ClaimDisposition
+from runstore.receipts import ObservationReceipt
 from runstore.receipts import OwnedAttempt
-from runstore.receipts import PublishedArtifact
 from runstore.receipts import PublishedFinalization
 from runstore.receipts import TerminalAttempt
 from runstore.records import Observation
@@ -122,31 +125,72 @@ def start(
     clock: Clock,
     keeper: LeaseKeeper | None = None,
 ) -> Started | Finished:
-    """Reserve the slot's next attempt, read its inputs (failing it with ``input_changed``
-    when a file no longer has its registered digest) and advance it to executing. Refusals
-    of ``reserve`` (another coordinator got there first) propagate. From the reservation
-    on, ``keeper`` (when given) renews the attempt's leases and learns each new guard."""
-    assert plan.attempt_slot is not None
+    """:func:`start_many` of one slot; its refusal is raised."""
+    (begun,) = start_many(store, [(plan, authorization)], lease_ns, clock, keeper)
+    if isinstance(begun, RunStoreError):
+        raise begun
+    return begun
+
+
+def start_many(
+    store: RunStore,
+    slots: Sequence[tuple[SlotPlan, RetryAuthorization]],
+    lease_ns: int,
+    clock: Clock,
+    keeper: LeaseKeeper | None = None,
+) -> list[Started | Finished | RunStoreError]:
+    """Read each slot's inputs, then reserve its next attempt and advance it to executing,
+    every slot's steps in one write batch (SPEC.md section 15.4: group commit; each slot's
+    steps depend only on its own reservation). When an input no longer has its registered
+    digest, that slot's steps stop at materializing and its attempt fails with
+    ``input_changed``. Per slot, in order: what started (or finished), or the refusal that
+    stopped it (a refused reservation: another coordinator got there first; a refused
+    transition: the attempt is left to recovery). From its reservation on, ``keeper`` (when
+    given) renews each attempt's leases and learns each new guard."""
     keeper = keeper or LeaseKeeper(lease_ns, clock)
-    slot_id, owner_token = plan.attempt_slot.id, secrets.token_hex(16)
+    inputs = [read_inputs(p.candidate.files + p.problem.files) for p, _ in slots]  # no commit
+    owners = [secrets.token_hex(16) for _ in slots]
 
-    def reserve() -> tuple[int, LeaseRequest, OwnedAttempt]:
-        now = clock()
-        lease = lease_request(owner_token, now, lease_ns)
-        return now, lease, store.reserve(slot_id, authorization, lease, now)
+    def reserve() -> list[tuple[int, LeaseRequest, Pending[OwnedAttempt], Pending[OwnedAttempt]]]:
+        batch, steps = WriteBatch(), []
+        for (plan, authorization), found, owner in zip(slots, inputs, owners, strict=True):
+            assert plan.attempt_slot is not None
+            now = clock()
+            lease = lease_request(owner, now, lease_ns)
+            reserved = guard = batch.reserve(plan.attempt_slot.id, authorization, lease, now)
+            path = EXECUTION_PATH[:1] if isinstance(found, Failure) else EXECUTION_PATH
+            for phase in path:
+                guard = batch.advance(guard, phase, clock())
+            steps.append((now, lease, reserved, guard))
+        store.apply_batch(batch)
+        return steps
 
-    now, lease, guard = patient(reserve, lease_ns)
-    keeper.hold(guard, now, lease.expires_at_ns)
-    try:
-        guard = _advance(store, keeper, guard, AttemptState.MATERIALIZING, clock)
-        inputs = read_inputs(plan.candidate.files + plan.problem.files)
-        if isinstance(inputs, Failure):
-            return fail(store, plan, guard, inputs, None, clock, keeper, now)
-        for phase in EXECUTION_PATH[1:]:
-            guard = _advance(store, keeper, guard, phase, clock)
-    except BaseException:
-        keeper.release(guard.attempt_id)
-        raise
+    begun: list[Started | Finished | RunStoreError] = []
+    for (plan, _), found, (now, lease, reserved, moved) in zip(
+        slots, inputs, patient(reserve, lease_ns), strict=True
+    ):
+        try:
+            reserved.result()
+            guard = moved.result()
+        except RunStoreError as refusal:
+            begun.append(refusal)
+            continue
+        keeper.hold(guard, now, lease.expires_at_ns)
+        if isinstance(found, Failure):
+            try:
+                begun.append(fail(store, plan, guard, found, None, clock, keeper, now))
+            except BaseException:
+                keeper.release(guard.attempt_id)
+                raise
+            continue
+        begun.append(_started(plan, guard, found, now))
+    return begun
+
+
+def _started(
+    plan: SlotPlan, guard: OwnedAttempt, inputs: tuple[tuple[str, bytes], ...], now: int
+) -> Started:
+    """The executing attempt's work order."""
     order = WorkOrder(
         key=guard.attempt_id,
         command=plan.candidate.command,
@@ -256,7 +300,7 @@ def _succeed(
     environment: Sequence[Reference],
 ) -> Finished:
     plan = started.plan
-    guard = _advance(store, keeper, started.guard, AttemptState.VALIDATING, clock)
+    guard = started.guard  # observations are published while executing, then judged
     try:
         published = [
             (
@@ -279,28 +323,46 @@ def _succeed(
         failure = Failure(code=UNSAFE_OUTPUT, details={"detail": str(unwritable)})
         began = started.started_at_ns
         return fail(store, plan, guard, failure, work, clock, keeper, began, environment)
+    slots = {slot.checkpoint_index: slot for slot in plan.observation_slots}
 
-    def begin() -> tuple[LeaseRequest, ClaimDisposition]:
+    def contend() -> tuple[LeaseRequest, ClaimDisposition]:
+        """Validating, the claim's contention and every observation's registration (selected
+        exactly when the attempt claimed), each step taking the guard the one before
+        returns, in one write batch."""
         now = clock()
         claim = lease_request(guard.owner_token, now, lease_ns)
-        return claim, store.begin_finalization(guard, claim, now)
+        batch = WriteBatch()
+        validating = batch.advance(guard, AttemptState.VALIDATING, now)
+        disposition = batch.begin_finalization(validating, claim, now)
+        owner = disposition.then(_attempt_of)
+        registrations = []
+        for produced, receipt in published:
+            observation = Observation(
+                slot_id=slots[produced.index].id,
+                attempt_id=guard.attempt_id,
+                valid=True,
+                completion=Completion.REACHED,
+                result=produced.result,
+            )
+            registered = batch.register_observation(
+                owner,
+                observation,
+                receipt.artifact,
+                [],
+                select=disposition.then(_claimed),
+                now_ns=now,
+            )
+            registrations.append(registered)
+            owner = registered.then(_attempt_of)
+        store.apply_batch(batch)
+        keeper.moved(validating.result())
+        for registered in registrations:  # the first refusal, in step order
+            registered.result()
+        return claim, disposition.result()
 
-    claim, disposition = patient(begin, lease_ns)
+    claim, disposition = patient(contend, lease_ns)
     guard = disposition.attempt
     keeper.claimed(guard, claim.expires_at_ns)
-    slots = {slot.checkpoint_index: slot for slot in plan.observation_slots}
-    for produced, receipt in published:
-        observation = Observation(
-            slot_id=slots[produced.index].id,
-            attempt_id=guard.attempt_id,
-            valid=True,
-            completion=Completion.REACHED,
-            result=produced.result,
-        )
-        patient(
-            functools.partial(_register, store, guard, observation, receipt, disposition, clock),
-            lease_ns,
-        )
     observed = {Reference("observation", receipt.artifact.id) for _, receipt in published}
     references = sorted({*observed, *environment})
     outputs = not success.produced or bool(checkpoints(plan))
@@ -331,18 +393,12 @@ def _succeed(
     return finished(plan, final, None, metrics, started.started_at_ns, work)
 
 
-def _register(
-    store: RunStore,
-    guard: OwnedAttempt,
-    observation: Observation,
-    receipt: PublishedArtifact,
-    disposition: ClaimDisposition,
-    clock: Clock,
-) -> None:
-    """Register one published observation, selected exactly when the attempt claimed."""
-    store.register_observation(
-        guard, observation, receipt.artifact, [], select=disposition.claimed, now_ns=clock()
-    )
+def _attempt_of(result: ClaimDisposition | ObservationReceipt) -> OwnedAttempt:
+    return result.attempt
+
+
+def _claimed(disposition: ClaimDisposition) -> bool:
+    return disposition.claimed
 
 
 def fail(

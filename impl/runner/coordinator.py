@@ -269,30 +269,44 @@ class _Loop:
             raise
 
     def _fill(self) -> None:
+        """Start ready slots until ``jobs`` workers run: each round's slots reserved and
+        advanced to executing in one write batch (:func:`attempt.start_many`)."""
         while len(self.running) < self.options.jobs:
-            queued = self.schedule.next_ready()
-            if queued is None:
+            queued: list[tuple[SlotPlan, RetryAuthorization]] = []
+            while len(self.running) + len(queued) < self.options.jobs:
+                ready = self.schedule.next_ready()
+                if ready is None:
+                    break
+                queued.append(ready)
+            if not queued:
                 return
-            slot, authorization = queued
-            self._start(slot, authorization)
+            self._start(queued)
 
-    def _start(self, slot: SlotPlan, authorization: RetryAuthorization) -> None:
+    def _start(self, queued: list[tuple[SlotPlan, RetryAuthorization]]) -> None:
         try:
-            started = attempt.start(
-                self.store, slot, authorization, self.lease_ns, self.clock, self.keeper
-            )
-        except TAKEN as refusal:
-            self.report("skipped", {**_slot_fields(slot), "reason": refusal.code})
+            begun = attempt.start_many(self.store, queued, self.lease_ns, self.clock, self.keeper)
+        except BusyError as refusal:  # busy past patience: nothing was reserved
+            for slot, _ in queued:
+                self.report(
+                    "lease_lost", {**_slot_fields(slot), "attempt": None, "reason": refusal.code}
+                )
             return
-        except (*LOST, BusyError) as refusal:  # lost while starting, or busy past patience
-            self.report(
-                "lease_lost", {**_slot_fields(slot), "attempt": None, "reason": refusal.code}
-            )
-            return
-        if isinstance(started, attempt.Finished):
-            self.keeper.release(started.terminal.attempt_id)
-            self._finished(started)
-            return
+        for (slot, _), started in zip(queued, begun, strict=True):
+            if isinstance(started, TAKEN):
+                self.report("skipped", {**_slot_fields(slot), "reason": started.code})
+            elif isinstance(started, LOST):  # lost while starting
+                self.report(
+                    "lease_lost", {**_slot_fields(slot), "attempt": None, "reason": started.code}
+                )
+            elif isinstance(started, RunStoreError):
+                raise started
+            elif isinstance(started, attempt.Finished):
+                self.keeper.release(started.terminal.attempt_id)
+                self._finished(started)
+            else:
+                self._running(slot, started)
+
+    def _running(self, slot: SlotPlan, started: attempt.Started) -> None:
         handle = self.executor.submit(started.order)
         self.running[handle] = started
         self.report(

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 
 import attrs
+from runstore.batch import WriteBatch
 from runstore.errors import BusyError
 from runstore.errors import RunStoreError
 from runstore.receipts import OwnedAttempt
@@ -109,9 +110,10 @@ class LeaseKeeper:
             return self._longest_gap_ns
 
     def renew_due(self, store: RunStore) -> None:
-        """Renew every held attempt whose last lease is a third of the lease old, each in
-        its own transaction on ``store``: to ``now + lease`` (never shortening). ``busy``
-        leaves it due for the next pass, well before the lease ends."""
+        """Renew every held attempt whose last lease is a third of the lease old, to
+        ``now + lease`` (never shortening), in one write batch on ``store`` (group commit:
+        each renewal its own step, a refusal its own attempt's). ``busy`` leaves them due
+        for the next pass, well before the leases end."""
         with self._renewing:
             self._renew_due(store)
 
@@ -123,13 +125,21 @@ class LeaseKeeper:
                 for attempt_id, held in self._held.items()
                 if held.refusal is None and now - held.renewed_at_ns >= self.lease_ns // 3
             ]
+        if not due:
+            return
+        now = self.clock()
+        batch = WriteBatch()
+        renewals = []
         for attempt_id, guard, expires_at_ns in due:
-            now = self.clock()
             expires = max(now + self.lease_ns, expires_at_ns)
+            renewals.append((attempt_id, guard, expires, batch.renew(guard, expires, now)))
+        try:
+            store.apply_batch(batch)
+        except BusyError:
+            return
+        for attempt_id, guard, expires, renewal in renewals:
             try:
-                store.renew(guard, expires, now)
-            except BusyError:
-                continue
+                renewal.result()
             except RunStoreError as refusal:
                 self._refused(attempt_id, guard, refusal)
                 continue

@@ -19,11 +19,13 @@ from typing import TypeVar
 from runstore import arguments
 from runstore import durable
 from runstore import sql
+from runstore.batch import WriteBatch
 from runstore.enums import ArtifactKind
 from runstore.enums import AttemptState
 from runstore.errors import DatabaseError
 from runstore.errors import DirectConstructionError
 from runstore.errors import DurabilityError
+from runstore.errors import InvalidRecordError
 from runstore.errors import RunStoreError
 from runstore.errors import StoreClosedError
 from runstore.errors import UnknownSchemaVersionError
@@ -47,6 +49,7 @@ from runstore.requests import Reference
 from runstore.requests import RetryAuthorization
 from runstore.requests import TerminalOutcome
 from runstore.store import attempts
+from runstore.store import batch_apply
 from runstore.store import coordinator_reads
 from runstore.store import finalization
 from runstore.store import leases
@@ -313,6 +316,23 @@ class RunStore:
                 )
             )
         )
+
+    def apply_batch(self, batch: WriteBatch) -> None:
+        """Apply ``batch``'s steps in order in one ``BEGIN IMMEDIATE`` transaction, each
+        with its own checks and its own savepoint, and settle every step's pending only
+        after the one commit (SPEC.md section 10.9). A refused step rolls back only itself;
+        a step taking a refused step's result is refused with batch_dependency_refused.
+        Events reach subscribers after the commit, in sequence order. When the transaction
+        itself fails (busy, database_error, store_closed) nothing is committed, no pending
+        settles and the batch may be applied again; a committed batch is refused
+        (invalid_record)."""
+        if not isinstance(batch, WriteBatch):
+            raise InvalidRecordError(f"batch must be a WriteBatch, got {type(batch).__name__}")
+        if batch.settled:
+            raise InvalidRecordError("the batch has committed already")
+        self._require_connection()
+        outcomes = self._write(lambda c: batch_apply.apply_steps(c, batch))
+        batch.settle(outcomes)
 
     # --- transactional publication ----------------------------------------------------------
     # Several short transactions each, none open while ``populate`` runs or files are

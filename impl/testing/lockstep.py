@@ -23,8 +23,12 @@ from typing import TypeAlias
 from typing import TypeVar
 
 from runstore import model as m
+from runstore.batch import Step
+from runstore.batch import WriteBatch
+from runstore.batch import run_steps
 from runstore.errors import InvalidRecordError
 from runstore.errors import RunStoreError
+from runstore.model.state import refuse
 from runstore.recovery_report import RecoveryReport
 from runstore.testing import model_publisher
 from runstore.testing.model_steps import Diverged
@@ -93,9 +97,24 @@ class ModelWriter(ModelSteps):
     publish_artifact = model_publisher.publish_artifact
     publish_finalization = model_publisher.publish_finalization
 
+    def apply_batch(self, batch: WriteBatch) -> None:
+        """``RunStore.apply_batch`` on the model: the batch's steps as the sequence of the
+        model's operations of the same names (SPEC.md section 10.9), each refusal its own
+        step's, the pendings settled at the end. One batch is applied to one side only:
+        build it again for the other."""
+        if not isinstance(batch, WriteBatch):
+            raise ModelRefusal(refuse(InvalidRecordError, "batch must be a WriteBatch"))
+        if batch.settled:
+            raise ModelRefusal(refuse(InvalidRecordError, "the batch has committed already"))
+
+        def apply(step: Step, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+            return getattr(self, step.operation)(*args, **kwargs)
+
+        batch.settle(run_steps(batch, apply, (ModelRefusal,)))
+
     def recover(self, clock: Clock) -> RecoveryReport:
         if not callable(clock):
-            raise ModelRefusal(m.refuse(InvalidRecordError, "clock must be callable"))
+            raise ModelRefusal(refuse(InvalidRecordError, "clock must be callable"))
         t_ns = model_publisher.sample(clock)
         if self.disk is None:
             raise Diverged("the model writer has no view of the disk to recover with")
