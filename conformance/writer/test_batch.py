@@ -349,3 +349,27 @@ def test_out_of_range_arguments_refuse_their_step_alone_when_applied(world: Worl
 
     results = in_lockstep(world, build)
     assert results[:2] == [("refused", "out_of_range")] * 2 and results[2][0] == "ok"
+
+
+def test_a_scripted_batch_plays_in_lockstep_and_keeps_each_handles_guard(world: World) -> None:
+    """The crash scenarios' form (runstore.testing.script): a batch is one call whose
+    result is each step's outcome, and the context keeps each handle's last guard."""
+    from runstore.testing import script
+
+    fixture = world.registered(*ONE_SHOT, name="a")
+    lease = sc.lease("l1", 10_000)
+    calls = [
+        script.reserve("x", fixture.slot_id, FirstAttempt(), lease, 1_000),
+        *(script.advance("x", phase, 1_001 + n) for n, phase in enumerate(sc.EXECUTION_PATH)),
+        script.begin_finalization("x", sc.lease("c1", 10_000), 1_010),
+        script.reserve("y", fixture.slot_id, FirstAttempt(), sc.lease("l2", 10_000), 1_011),
+    ]
+    context: script.Context = {}
+    result = script.apply_in_lockstep(script.batch(calls), world.model, world.store, context)
+    assert isinstance(result, tuple)
+    assert [kind for kind, _ in result] == ["ok"] * (len(calls) - 1) + ["refused"]
+    assert result[-1] == ("refused", "retry_not_authorized")
+    assert context["x"].state is AttemptState.FINALIZING and "y" not in context
+    world.check()
+    with pytest.raises(ValueError, match="not a batch step"):
+        script.batch([script.recover(5)])

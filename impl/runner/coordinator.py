@@ -1,9 +1,12 @@
 """The coordinator: register a campaign, then fill its unsatisfied slots through an executor.
 
 Rules of this file: the only code that decides what to run. It owns the store handle and
-the executor for the length of :func:`run_campaign`, on one thread: attempts start and
-finish between waits on the executor, and every store call but renewals is made by this
-thread (SPEC.md section 15.5, "Which slots run"). Renewals are the
+the executor for the length of :func:`run_campaign`, on one thread: attempts start between
+waits on the executor, and every decision and report is made on this thread (SPEC.md
+section 15.5, "Which slots run"). An attempt whose worker ended is finished (published and
+committed) on a finisher thread with a store handle of its own
+(:class:`~runstore.runner.finishers.Finishers`; section 15.4, "Finishing runs beside the
+loop"), and its outcome reported here. Renewals are the
 :class:`~runstore.runner.lease_keeper.LeaseKeeper`'s, from this thread and its own
 (section 15.4, "Leases never starve"). Stopping (``stop`` set, e.g. by Ctrl-C) starts
 nothing new, cancels running workers and commits their ``cancelled`` failures, so no
@@ -13,6 +16,7 @@ workers are killed: nothing is retried around a durability step.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +43,7 @@ from runstore.runner.campaign import Campaign
 from runstore.runner.environment import Environments
 from runstore.runner.executor import Executor
 from runstore.runner.executor import WorkHandle
+from runstore.runner.finishers import Finishers
 from runstore.runner.lease_keeper import LeaseKeeper
 from runstore.runner.plan import SlotPlan
 from runstore.runner.plan import candidate_id
@@ -60,6 +65,17 @@ TAKEN = (SlotSatisfiedError, RetryNotAuthorizedError, RetryBoundExceededError)
 """Refusals of ``reserve`` that mean another attempt got the slot first."""
 
 MAX_JOBS = 256
+
+MAX_FINISHERS = 8
+"""The most finisher threads (each with its own store handle) one run uses: ``--jobs``,
+up to this."""
+
+FINISHING_POLL_NS = 2_000_000
+"""How often the loop looks for ended finishers while it also waits for workers."""
+
+Finishing = attempt.Finished | RunStoreError
+"""What a finisher thread hands back: the committed outcome, or the refusal that says the
+coordinator lost the attempt."""
 
 BACKSTOP_NS = 60 * 10**9
 """How long past its time limit a worker may stay unfinished before the coordinator
@@ -237,6 +253,9 @@ class _Loop:
         self.environments = Environments()
         """The environment artifacts this run published: each distinct one once."""
         self.running: dict[WorkHandle, attempt.Started] = {}
+        self.finishing: dict[concurrent.futures.Future[Finishing], attempt.Started] = {}
+        """Attempts whose worker ended, being finished on the finishers' threads."""
+        self.finishers: Finishers | None = None
         self.accepted = 0
         self.failed = 0
         self.stopped = False
@@ -244,12 +263,14 @@ class _Loop:
         """The last ``waiting_for_leases`` reported: (slots, until_ns)."""
 
     def run(self, stop: threading.Event) -> None:
-        with self.keeper.background(self.store.root):
+        count = min(self.options.jobs, MAX_FINISHERS)
+        with self.keeper.background(self.store.root), Finishers(self.store.root, count) as pool:
+            self.finishers = pool
             self._run(stop)
 
     def _run(self, stop: threading.Event) -> None:
         try:
-            while self.running or (not self.stopped and self.schedule.pending()):
+            while self.running or self.finishing or (not self.stopped and self.schedule.pending()):
                 if stop.is_set() and not self.stopped:
                     self.stopped = True
                     for handle in self.running:
@@ -259,9 +280,16 @@ class _Loop:
                     self._settle_waiting()
                     self._fill()
                     self._announce_waiting()
-                done = self.executor.wait(list(self.running), self._timeout_s())
+                if self.running or not self.finishing:
+                    done = self.executor.wait(list(self.running), self._timeout_s())
+                else:  # only finishing: wait for the first to end
+                    concurrent.futures.wait(
+                        self.finishing, self._timeout_s(), concurrent.futures.FIRST_COMPLETED
+                    )
+                    done = set()
                 for handle in done:
                     self._finish(handle)
+                self._collect()
                 self._renew_due()
         except BaseException:
             for handle in self.running:
@@ -271,9 +299,9 @@ class _Loop:
     def _fill(self) -> None:
         """Start ready slots until ``jobs`` workers run: each round's slots reserved and
         advanced to executing in one write batch (:func:`attempt.start_many`)."""
-        while len(self.running) < self.options.jobs:
+        while self._room():
             queued: list[tuple[SlotPlan, RetryAuthorization]] = []
-            while len(self.running) + len(queued) < self.options.jobs:
+            while self._room(len(queued)):
                 ready = self.schedule.next_ready()
                 if ready is None:
                     break
@@ -281,6 +309,12 @@ class _Loop:
             if not queued:
                 return
             self._start(queued)
+
+    def _room(self, queued: int = 0) -> bool:
+        """Whether one more slot may start: at most ``jobs`` workers run, and at most
+        ``jobs`` more attempts are being finished (their results wait in memory)."""
+        running = len(self.running) + queued
+        return running < self.options.jobs and running + len(self.finishing) < 2 * self.options.jobs
 
     def _start(self, queued: list[tuple[SlotPlan, RetryAuthorization]]) -> None:
         try:
@@ -319,23 +353,37 @@ class _Loop:
         )
 
     def _finish(self, handle: WorkHandle) -> None:
+        """Hand the ended worker's attempt to a finisher thread (:func:`attempt.finish` on
+        that thread's handle); :meth:`_collect` reports it once it ends."""
         started = self.running.pop(handle)
-        try:
-            finished = attempt.finish(
-                self.store,
-                started,
-                handle.result(),
-                self.lease_ns,
-                self.clock,
-                self.keeper,
-                self.environments,
-            )
-        except (*LOST, AttemptTerminalError, BusyError) as refusal:
-            self._lost(started, refusal)  # busy: past the attempt's patience (attempt.patient)
-            return
-        finally:
-            self.keeper.release(started.guard.attempt_id)
-        self._finished(finished)
+        work = handle.result()
+        lease_ns, clock, keeper, environments = (
+            self.lease_ns,
+            self.clock,
+            self.keeper,
+            self.environments,
+        )
+
+        def task(store: RunStore) -> Finishing:
+            try:
+                return attempt.finish(store, started, work, lease_ns, clock, keeper, environments)
+            except (*LOST, AttemptTerminalError, BusyError) as refusal:
+                return refusal  # busy: past the attempt's patience (attempt.patient)
+            finally:
+                keeper.release(started.guard.attempt_id)
+
+        assert self.finishers is not None
+        self.finishing[self.finishers.submit(task)] = started
+
+    def _collect(self) -> None:
+        """Report every finished attempt; an error that is no refusal stops the run."""
+        for future in [future for future in self.finishing if future.done()]:
+            started = self.finishing.pop(future)
+            outcome = future.result()
+            if isinstance(outcome, RunStoreError):
+                self._lost(started, outcome)
+            else:
+                self._finished(outcome)
 
     def _finished(self, finished: attempt.Finished) -> None:
         terminal = finished.terminal
@@ -422,6 +470,8 @@ class _Loop:
         deadlines = [
             due for due in (self.keeper.next_due_ns(), self.schedule.next_due()) if due is not None
         ]
+        if self.finishing and self.running:  # a finisher's end cannot wake the executor's wait
+            deadlines.append(self.clock() + FINISHING_POLL_NS)
         if not deadlines:
             return 0.0
         return max(0.01, min(1.0, (min(deadlines) - self.clock()) / 1e9))

@@ -24,6 +24,7 @@ import platform
 import re
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Final
@@ -213,6 +214,9 @@ class Environments:
 
     def __init__(self) -> None:
         self._published: dict[str, str] = {}
+        self._lock = threading.Lock()
+        """Held while a document is looked up and published: finisher threads share the
+        run's environments, and each distinct one is published once."""
 
     @property
     def published(self) -> int:
@@ -226,8 +230,9 @@ class Environments:
         if not document:
             return []
         digest = hashlib.sha256(document).hexdigest()
-        artifact_id = self._published.get(digest)
-        if artifact_id is None:
-            artifact_id = publish(document)
-            self._published[digest] = artifact_id
+        with self._lock:
+            artifact_id = self._published.get(digest)
+            if artifact_id is None:
+                artifact_id = publish(document)
+                self._published[digest] = artifact_id
         return [Reference(ENVIRONMENT_ROLE, artifact_id)]

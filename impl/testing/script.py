@@ -19,6 +19,7 @@ from typing import Any
 from typing import Final
 
 import attrs
+from runstore.batch import WriteBatch
 from runstore.enums import ArtifactKind
 from runstore.enums import AttemptState
 from runstore.receipts import ClaimDisposition
@@ -36,8 +37,10 @@ from runstore.requests import Reference
 from runstore.requests import RetryAuthorization
 from runstore.requests import TerminalOutcome
 from runstore.testing.lockstep import ModelWriter
+from runstore.testing.lockstep import Outcome
 from runstore.testing.lockstep import Writer
 from runstore.testing.lockstep import lockstep
+from runstore.testing.lockstep import outcome
 from runstore.testing.publishing import ClockScript
 from runstore.testing.publishing import Payload
 
@@ -57,7 +60,19 @@ GUARDED: Final = frozenset(
 )
 """The operations whose first argument is a guard (``attempt``), taken from the context."""
 
-OPERATIONS: Final = GUARDED | {"register_slots", "register_one_shot", "reserve", "recover"}
+OPERATIONS: Final = GUARDED | {
+    "register_slots",
+    "register_one_shot",
+    "reserve",
+    "recover",
+    "apply_batch",
+}
+
+BATCHABLE: Final = frozenset(
+    {"reserve", "advance", "renew", "begin_finalization", "register_observation"}
+    | {"commit_finalization"}
+)
+"""The operations a write batch records (:func:`batch`)."""
 
 
 @attrs.frozen
@@ -78,6 +93,8 @@ class Call:
     def invoke(self, writer: Writer, context: Context) -> object:
         """Make the call on ``writer`` with the handle's guard from ``context``; returns
         its result and leaves ``context`` as it was."""
+        if self.operation == "apply_batch":
+            return self._invoke_batch(writer, context)
         method = getattr(writer, self.operation)
         arguments = {
             name: value.fresh() if isinstance(value, ClockScript) else value
@@ -88,10 +105,39 @@ class Call:
             return method(context[self.attempt], **arguments)  # the guard, by position
         return method(**arguments)
 
+    def _invoke_batch(self, writer: Writer, context: Context) -> tuple[Outcome, ...]:
+        """The batch's calls recorded in one :class:`WriteBatch` (a later call's guard is the
+        pending of the handle's last call before it in the batch, else the context's),
+        applied with ``writer.apply_batch``: each call's outcome, in order."""
+        batch, local, pendings = WriteBatch(), dict[str, Any](context), []
+        for call in self.arguments["calls"]:
+            method = getattr(batch, call.operation)
+            arguments = {
+                name: value.fresh() if isinstance(value, ClockScript) else value
+                for name, value in call.arguments.items()
+            }
+            if call.operation in GUARDED:
+                pending = method(local[call.attempt], **arguments)
+            else:
+                pending = method(**arguments)
+            if call.operation in ("begin_finalization", "register_observation"):
+                local[call.attempt] = pending.then(_guard_of)
+            elif call.operation != "commit_finalization":
+                local[call.attempt] = pending
+            pendings.append(pending)
+        writer.apply_batch(batch)
+        return tuple(outcome(pending.result) for pending in pendings)
+
     def keep(self, result: object, context: Context) -> None:
         """Keep the guard ``result`` carries (directly, or in a claim disposition or an
         observation receipt) as the
-        handle's latest guard."""
+        handle's latest guard; for a batch, each call's that was not refused, in order."""
+        if self.operation == "apply_batch":
+            assert isinstance(result, tuple)
+            for call, (kind, value) in zip(self.arguments["calls"], result, strict=True):
+                if kind == "ok":
+                    call.keep(value, context)
+            return
         guard = (
             result.attempt
             if isinstance(result, ClaimDisposition | ObservationReceipt | PublishedArtifact)
@@ -123,7 +169,21 @@ def apply_in_lockstep(call: Call, model: ModelWriter, store: Writer, context: Co
     return result
 
 
+def _guard_of(result: ClaimDisposition | ObservationReceipt) -> OwnedAttempt:
+    return result.attempt
+
+
 # --- builders: one per writer method, named after it ---------------------------------------
+
+
+def batch(calls: Sequence[Call], *, name: str | None = None) -> Call:
+    """``apply_batch`` of ``calls`` (each a :data:`BATCHABLE` call) as one write batch; its
+    result is each call's outcome, ``("ok", result)`` or ``("refused", code)``."""
+    for call in calls:
+        if call.operation not in BATCHABLE:
+            raise ValueError(f"{call.name}: {call.operation} is not a batch step")
+    label = name or "batch: " + ", ".join(call.name for call in calls)
+    return Call(label, "apply_batch", {"calls": tuple(calls)})
 
 
 def register_slots(
