@@ -1,5 +1,5 @@
 """Write batches: writer operations recorded now and applied later, in order, in one
-transaction (group commit, SPEC.md section 10.9).
+transaction (group commit, SPEC.md section 8, "Write batches").
 
 Rules of this file: no I/O and no store. A :class:`WriteBatch` records steps, each the
 name of a writer operation with its arguments, and hands out a :class:`Pending` per step;

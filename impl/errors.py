@@ -150,7 +150,7 @@ class RegistrationConflictError(RunStoreError):
 
 class BatchDependencyError(RunStoreError):
     """A step of a write batch takes the result of an earlier step of the batch that was
-    refused; it never ran (SPEC.md section 10.9)."""
+    refused; it never ran (SPEC.md section 8, "Write batches")."""
 
     code = "batch_dependency_refused"
 

@@ -281,9 +281,11 @@ class _Attempt:
         row = (self.state, self.revision, at_ns, finished, code, final, final_kind, _text(record))
         updates.append((*row, attempt_id))
 
-    def advance(self, phase: AttemptState) -> None:
-        """``advance`` along an execution edge, or into finalizing without contending."""
-        now, revision = self.world.clock(), self.revision + 1
+    def advance(self, phase: AttemptState, at_ns: int | None = None) -> None:
+        """``advance`` along an execution edge, or into finalizing without contending, at a
+        new clock reading (or ``at_ns``, a reading a write batch shares)."""
+        now = self.world.clock() if at_ns is None else at_ns
+        revision = self.revision + 1
         if phase is AttemptState.FINALIZING:
             payload = payloads.finalizing_payload(self.state, revision, None)
             self.move(now, payloads.ATTEMPT_FINALIZING, payload)
@@ -310,11 +312,12 @@ def _accepted_attempt(
 ) -> None:
     """An attempt whose worker wrote ``observed`` (its observation artifact's files, read
     as ``result``) and left the attempt artifact's ``files``, in the runner's order:
-    ``publish_artifact(observation)`` (the artifact rooted under the reservation, its
-    stage released), ``begin_finalization`` taking the claim, ``register_observation``
-    (valid, reached, selected), ``publish_finalization(Accepted)``."""
+    ``publish_artifact(observation)`` while executing (the artifact rooted under the
+    reservation, its stage released), then one write batch at one clock reading:
+    ``advance`` to validating, ``begin_finalization`` taking the claim,
+    ``register_observation`` (valid, reached, selected); ``publish_finalization(Accepted)``."""
     attempt = _Attempt.reserve(world, documents, retry)
-    for phase in (*EXECUTION_PATH, AttemptState.VALIDATING):
+    for phase in EXECUTION_PATH:
         attempt.advance(phase)
     stage = attempt.stage()
     artifact = world.publish(ArtifactKind.OBSERVATION, observed, world.clock())
@@ -322,12 +325,13 @@ def _accepted_attempt(
     world.add("leased_artifacts", attempt.reservation, artifact_id)
     world.batch.releases[0].append((world.clock(), stage))
     now, lease_id = world.clock(), f"lease-{world.token()}"
+    attempt.advance(AttemptState.VALIDATING, now)
     payload = payloads.finalizing_payload(attempt.state, attempt.revision + 1, payloads.CLAIMED)
     attempt.move(now, payloads.ATTEMPT_FINALIZING, payload)
     attempt.lease(lease_id, LeasePurpose.FINALIZATION, now + LEASE_NS)
     claim = (attempt.slot_id, attempt.id, lease_id, now, LeasePurpose.FINALIZATION)
     world.add("finalization_claims", *claim)
-    now, slot_id, reached = world.clock(), str(documents[3]["id"]), Completion.REACHED
+    slot_id, reached = str(documents[3]["id"]), Completion.REACHED
     observation = records.Observation(
         slot_id=slot_id, attempt_id=attempt.id, valid=True, completion=reached, result=result
     ).to_json()

@@ -119,7 +119,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.mark.parametrize(
     ("mode", "left"),
-    [("large", ("validating",)), ("loud", ("finalizing",))],
+    [("large", ("executing",)), ("loud", ("finalizing",))],  # observations: while executing
     ids=["observation", "attempt-logs"],
 )
 def test_a_store_disk_that_fills_while_outputs_are_written_stops_the_run_typed(

@@ -18,6 +18,7 @@ from runstore import RunStore
 from runstore.errors import DurabilityError
 from runstore.requests import FirstAttempt
 from runstore.runner import attempt
+from runstore.runner import attempt_files
 from runstore.runner import output_tree
 from runstore.runner.campaign import InputFile
 from runstore.runner.coordinator import RunOptions
@@ -149,7 +150,7 @@ def test_a_full_disk_while_outputs_are_written_stops_the_run_with_a_typed_error(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     clock = Clock()
-    monkeypatch.setattr(attempt, "open", full, raising=False)
+    monkeypatch.setattr(attempt_files, "open", full, raising=False)
     with pytest.raises(DurabilityError, match="No space left on device"):
         run_once(tmp_path, succeeded(), clock=clock)
     # observations are published while executing (validating commits with the claim)
@@ -171,7 +172,7 @@ def test_write_files_types_each_failure_by_what_it_is_about(
         def failing(*_: object, code: int = code, **__: object) -> object:
             raise OSError(code, os.strerror(code))
 
-        monkeypatch.setattr(attempt, "open", failing, raising=False)
+        monkeypatch.setattr(attempt_files, "open", failing, raising=False)
         with pytest.raises(DurabilityError, match=os.strerror(code)):
             attempt.write_files([("b", b"x")])(str(tmp_path))
 

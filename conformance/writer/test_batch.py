@@ -1,6 +1,6 @@
-"""Write batches (SPEC.md section 10.9): several writer operations in one transaction, each
-with its own checks and savepoint, results known only after the one commit, the same rows
-and events as the operations committed one after another."""
+"""Write batches (SPEC.md section 8, "Write batches"): several writer operations in one
+transaction, each with its own checks and savepoint, results known only after the one
+commit, the same rows and events as the operations committed one after another."""
 
 from __future__ import annotations
 

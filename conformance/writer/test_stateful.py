@@ -448,11 +448,11 @@ class WriterMatchesModel(RuleBasedStateMachine):
 
     @rule(data=st.data(), size=st.integers(2, 5))
     def write_batch(self, data: st.DataObject, size: int) -> None:
-        """Group commit (SPEC.md section 10.9): ``size`` writer operations drawn as the
-        single rules draw them, a guard now and then taken from an earlier step of the same
-        batch (a pending), applied as one batch on the store and as the sequence of the
-        model's operations: every step's result or refusal code must agree (a step whose
-        pending was refused: batch_dependency_refused on both sides)."""
+        """Group commit (SPEC.md section 8, "Write batches"): ``size`` writer operations
+        drawn as the single rules draw them, a guard now and then taken from an earlier step
+        of the same batch (a pending), applied as one batch on the store and as the sequence
+        of the model's operations: every step's result or refusal code must agree (a step
+        whose pending was refused: batch_dependency_refused on both sides)."""
         recipe: list[Callable[[WriteBatch, list[Pending[Any]]], Pending[Any]]] = []
         chainable: list[tuple[int, bool]] = []
         """(step, whether its result holds the guard in ``.attempt``) of guard steps."""

@@ -10,21 +10,17 @@ executor interface: this module hands out a :class:`WorkOrder` and judges a
 
 from __future__ import annotations
 
-import errno
 import functools
-import os
 import secrets
 import time
 from collections.abc import Callable
 from collections.abc import Sequence
-from typing import Final
 from typing import TypeVar
 
 import attrs
 from runstore.batch import Pending
 from runstore.batch import WriteBatch
 from runstore.canonical import JSON
-from runstore.canonical import encode
 from runstore.enums import ArtifactKind
 from runstore.enums import AttemptState
 from runstore.enums import Completion
@@ -48,6 +44,9 @@ from runstore.requests import RetryAuthorization
 from runstore.requests import Superseded
 from runstore.requests import TerminalOutcome
 from runstore.runner import run_events
+from runstore.runner.attempt_files import OutputUnwritable
+from runstore.runner.attempt_files import attempt_files
+from runstore.runner.attempt_files import write_files
 from runstore.runner.environment import ENVIRONMENT_FILE
 from runstore.runner.environment import Environments
 from runstore.runner.executor import WorkOrder
@@ -60,7 +59,6 @@ from runstore.runner.worker_result import UNSAFE_OUTPUT
 from runstore.runner.worker_result import Failure
 from runstore.runner.worker_result import Success
 from runstore.runner.worker_result import judge
-from runstore.runner.worker_result import output_problem
 from runstore.runner.worker_result import text
 from runstore.store import RunStore
 
@@ -474,72 +472,13 @@ def _publish_final(
         raise DurabilityError(f"the store cannot hold the attempt's files: {unwritable}") from None
 
 
-def attempt_files(
-    work: WorkResult, *, include_outputs: bool, omitted: str | None = None
-) -> tuple[tuple[str, bytes], ...]:
-    """The attempt artifact's files: ``worker.json`` (how the worker ended), its logs and,
-    when asked, its outputs under ``outputs/``; ``omitted`` says why outputs that exist are
-    left out (``outputs_omitted`` in ``worker.json``)."""
-    summary: dict[str, JSON] = {
-        "detail": text(work.detail),
-        "duration_ns": str(work.duration_ns),
-        "exit_code": work.exit_code,
-        "status": work.status.value,
-        "stderr_truncated": work.stderr_truncated,
-        "stdout_truncated": work.stdout_truncated,
-    }
-    files = [
-        ("stderr.log", work.stderr),
-        ("stdout.log", work.stdout),
-        ("worker.json", encode(summary)),
-    ]
-    if include_outputs and work.outputs:
-        problem = output_problem(work.outputs)
-        if problem is None:
-            files.extend(
-                (f"outputs/{path}", data)
-                for path, data in work.outputs
-                if not path.startswith("checkpoints/")
-            )
-        else:
-            omitted = problem
-    if omitted is not None and work.outputs:
-        summary["outputs_omitted"] = omitted
-        files[2] = ("worker.json", encode(summary))
-    return tuple(files)
-
-
-class OutputUnwritable(Exception):
-    """A worker's output that the store's stage cannot hold as named (a path too long for
-    the store's filesystem, a name it refuses): the attempt fails with ``unsafe_output``.
-    The message is the one-line detail."""
-
-
-UNWRITABLE_NAMES: Final = frozenset({errno.ENAMETOOLONG, errno.EILSEQ, errno.EINVAL})
-"""Errors of writing one output that are about its name, not the store: any other
-(no space, quota, I/O error, read-only filesystem) is the store refusing the write."""
-
-
-def write_files(files: Sequence[tuple[str, bytes]]) -> Callable[[str], None]:
-    """A ``populate`` callback writing ``files`` (relative POSIX path, bytes) under its
-    directory and closing each before returning. A name the filesystem refuses raises
-    :class:`OutputUnwritable`; any other failure to write is ``durability_failed``
-    (the stage stays registered for recovery, nothing is accepted)."""
-
-    def populate(directory: str) -> None:
-        for path, data in files:
-            target = os.path.join(directory, *path.split("/"))
-            try:
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                with open(target, "xb") as handle:
-                    handle.write(data)
-            except OSError as error:
-                if error.errno in UNWRITABLE_NAMES:
-                    raise OutputUnwritable(
-                        text(f"{path[:80]}: cannot be written to the store ({error.strerror})")
-                    ) from None
-                raise DurabilityError(
-                    f"writing output {path[:80]!r} into the store failed: {error.strerror}"
-                ) from None
-
-    return populate
+__all__ = [
+    "Finished",
+    "OutputUnwritable",
+    "Started",
+    "attempt_files",
+    "finish",
+    "start",
+    "start_many",
+    "write_files",
+]

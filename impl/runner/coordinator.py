@@ -21,13 +21,11 @@ import threading
 import time
 from collections.abc import Callable
 
-import attrs
 from runstore.canonical import JSON
 from runstore.enums import AttemptState
 from runstore.errors import AttemptTerminalError
 from runstore.errors import BusyError
 from runstore.errors import ClaimExpiredError
-from runstore.errors import InvalidRecordError
 from runstore.errors import LeaseExpiredError
 from runstore.errors import LeaseReleasedError
 from runstore.errors import RetryBoundExceededError
@@ -49,8 +47,9 @@ from runstore.runner.plan import SlotPlan
 from runstore.runner.plan import candidate_id
 from runstore.runner.revisions import Revised
 from runstore.runner.revisions import resolve
-from runstore.runner.schedule import DEFAULT_RESUME_RETRIES
-from runstore.runner.schedule import MAX_RESUME_RETRIES
+from runstore.runner.run_options import MAX_JOBS
+from runstore.runner.run_options import RunOptions
+from runstore.runner.run_options import RunSummary
 from runstore.runner.schedule import RetryPolicy
 from runstore.runner.schedule import Schedule
 from runstore.store import RunStore
@@ -63,8 +62,6 @@ recovery or another process took over): the attempt is left to recovery."""
 
 TAKEN = (SlotSatisfiedError, RetryNotAuthorizedError, RetryBoundExceededError)
 """Refusals of ``reserve`` that mean another attempt got the slot first."""
-
-MAX_JOBS = 256
 
 MAX_FINISHERS = 8
 """The most finisher threads (each with its own store handle) one run uses: ``--jobs``,
@@ -86,71 +83,6 @@ not)."""
 Reporter = run_events.Reporter
 """Receives each event of a run (SPEC.md section 15.7); :func:`run_campaign` stamps every
 event's ``time_ns`` and ``time`` (:class:`~runstore.runner.run_events.Stamped`)."""
-
-
-@attrs.frozen(kw_only=True)
-class RunOptions:
-    """``retry_failed``: the largest retry index a slot whose attempts all failed may be
-    given (None: failed slots are not retried). ``resume``: recover first, and wait for
-    leases of interrupted attempts to expire so that recovery can settle them."""
-
-    jobs: int = attrs.field()
-    resume: bool = attrs.field(default=False)
-    retry_failed: int | None = attrs.field(default=None)
-    retry_codes: tuple[str, ...] | None = attrs.field(default=None)
-    resume_retries: int = attrs.field(default=DEFAULT_RESUME_RETRIES)
-    revise: bool = attrs.field(default=False)
-
-    def __attrs_post_init__(self) -> None:
-        if type(self.jobs) is not int or not 1 <= self.jobs <= MAX_JOBS:
-            raise InvalidRecordError(f"jobs must be an int from 1 to {MAX_JOBS}")
-        if type(self.resume) is not bool:
-            raise InvalidRecordError("resume must be a bool")
-        bound = self.retry_failed
-        if bound is not None and (type(bound) is not int or not 0 <= bound <= 2**53 - 1):
-            raise InvalidRecordError("retry_failed must be None or an int from 0 to 2**53-1")
-        codes = self.retry_codes
-        if codes is not None and (
-            type(codes) is not tuple or not codes or any(type(c) is not str for c in codes)
-        ):
-            raise InvalidRecordError("retry_codes must be None or a nonempty tuple of str")
-        if codes is not None and bound is None:
-            raise InvalidRecordError("retry_codes limits --retry-failed, which is not given")
-        limit = self.resume_retries
-        if type(limit) is not int or not 0 <= limit <= MAX_RESUME_RETRIES:
-            raise InvalidRecordError(
-                f"resume_retries must be an int from 0 to {MAX_RESUME_RETRIES}"
-            )
-        if type(self.revise) is not bool:
-            raise InvalidRecordError("revise must be a bool")
-
-
-@attrs.frozen(kw_only=True)
-class RunSummary:
-    slots: int
-    excluded: int
-    satisfied: int
-    accepted: int
-    failed: int
-    unsatisfied: tuple[str, ...]
-    left: tuple[tuple[str, str], ...]
-    """Slots this run leaves unsatisfied without (another) attempt, with why:
-    ``attempt_in_progress`` (use ``--resume``), ``failed_not_retried`` (use
-    ``--retry-failed``), ``retry_bound_reached`` or ``warmup_unsatisfied``."""
-    stopped: bool
-    recovery: RecoveryReport | None
-
-    def to_json(self) -> dict[str, JSON]:
-        return {
-            "accepted": self.accepted,
-            "excluded": self.excluded,
-            "failed": self.failed,
-            "satisfied": self.satisfied,
-            "slots": self.slots,
-            "stopped": self.stopped,
-            "unsatisfied": list(self.unsatisfied),
-            "left": {label: reason for label, reason in self.left},
-        }
 
 
 def register(
@@ -375,6 +307,11 @@ class _Loop:
         assert self.finishers is not None
         self.finishing[self.finishers.submit(task)] = started
 
+    def _drain(self) -> None:
+        """Wait for every finishing attempt to end, and report each."""
+        concurrent.futures.wait(self.finishing)
+        self._collect()
+
     def _collect(self) -> None:
         """Report every finished attempt; an error that is no refusal stops the run."""
         for future in [future for future in self.finishing if future.done()]:
@@ -443,6 +380,7 @@ class _Loop:
         lease expired after the pass's instant as due, and leave it in progress)."""
         now = self.clock()
         if self.schedule.waiting_due(now):
+            self._drain()  # recovery's lock excludes the finishers' publications
             recovery = self.store.recover(lambda: now)
             self.report("recovered", _recovered(recovery))
             self.schedule.reread(self.store, now)
@@ -496,3 +434,6 @@ def _recovered(report: RecoveryReport) -> dict[str, JSON]:
     """The ``recovered`` event's fields: how many items each list of the report holds
     (:meth:`RecoveryReport.counts`)."""
     return {**report.counts()}
+
+
+__all__ = ["LOST", "MAX_JOBS", "TAKEN", "RunOptions", "RunSummary", "register", "run_campaign"]

@@ -1,5 +1,5 @@
 """Applying a write batch to the store: every step in its own savepoint of one
-``BEGIN IMMEDIATE`` transaction (SPEC.md section 10.9).
+``BEGIN IMMEDIATE`` transaction (SPEC.md section 8, "Write batches").
 
 Rules of this file: runs inside the caller's write transaction and never commits. Each step
 is the store function its single-operation method calls, with the same checks, so a batch

@@ -320,8 +320,8 @@ class RunStore:
     def apply_batch(self, batch: WriteBatch) -> None:
         """Apply ``batch``'s steps in order in one ``BEGIN IMMEDIATE`` transaction, each
         with its own checks and its own savepoint, and settle every step's pending only
-        after the one commit (SPEC.md section 10.9). A refused step rolls back only itself;
-        a step taking a refused step's result is refused with batch_dependency_refused.
+        after the one commit (SPEC.md section 8, "Write batches"). A refused step rolls back
+        only itself; a step taking a refused step's result is refused with batch_dependency_refused.
         Events reach subscribers after the commit, in sequence order. When the transaction
         itself fails (busy, database_error, store_closed) nothing is committed, no pending
         settles and the batch may be applied again; a committed batch is refused

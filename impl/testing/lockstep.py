@@ -99,9 +99,9 @@ class ModelWriter(ModelSteps):
 
     def apply_batch(self, batch: WriteBatch) -> None:
         """``RunStore.apply_batch`` on the model: the batch's steps as the sequence of the
-        model's operations of the same names (SPEC.md section 10.9), each refusal its own
-        step's, the pendings settled at the end. One batch is applied to one side only:
-        build it again for the other."""
+        model's operations of the same names (SPEC.md section 8, "Write batches"), each
+        refusal its own step's, the pendings settled at the end. One batch is applied to one
+        side only: build it again for the other."""
         if not isinstance(batch, WriteBatch):
             raise ModelRefusal(refuse(InvalidRecordError, "batch must be a WriteBatch"))
         if batch.settled:
