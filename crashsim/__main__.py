@@ -1,5 +1,6 @@
 """``python -m runstore.crashsim [--exhaustive] [--scenario NAME] [--seed N] [--jobs N]
-[--method image|kill] [--profile] [--compare-methods] [--faults io|powerloss|all]``.
+[--lanes N] [--method image|kill] [--profile] [--compare-methods]
+[--faults io|powerloss|all]``.
 
 Rules of this file: argument parsing and printing only; the work is one suite of sweeps
 (:func:`runstore.crashsim.suite.run_suite`, :func:`~runstore.crashsim.suite.run_sweeps`
@@ -69,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=int, default=None, help="trials run at once (default: the core count)"
     )
     parser.add_argument(
+        "--lanes",
+        type=int,
+        default=None,
+        help="sweeps run at once, each in a process of its own with up to --jobs trials "
+        "(default: the core count; 1 runs them one after another in this process)",
+    )
+    parser.add_argument(
         "--method",
         choices=METHODS,
         default="image",
@@ -94,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.lanes is not None and args.lanes < 1:
+        parser.error("--lanes must be at least 1")
     with tempfile.TemporaryDirectory(prefix="runstore-crashsim-markers-") as markers:
         return _run(parser, args, markers)
 
@@ -112,6 +122,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, markers: str
             jobs=args.jobs,
             directory=args.directory,
             report=_printer(difference_lines),
+            lanes=args.lanes,
         )
         print(suite.summary(), flush=True)
         return exit_status(suite)
@@ -125,6 +136,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, markers: str
         directory=args.directory,
         method=args.method,
         report=_printer(),
+        lanes=args.lanes,
     )
     if args.profile:
         for line in suite.phases.table("time by phase (trial phases summed over trials)"):
@@ -154,6 +166,7 @@ def _faults(args: argparse.Namespace, catalog: dict[str, Scenario]) -> int:
                 jobs=args.jobs,
                 directory=args.directory,
                 report=_printer(),
+                lanes=args.lanes,
             )
             print(suite.summary(), flush=True)
             done.append(suite)

@@ -19,7 +19,8 @@ Rules of this file:
   entry by entry; a boundary reached on another path is a ``mismatch``, not photographed,
   as is a chosen boundary the child never reaches.
 * A photograph is identified by the SHA-256 of its tree (normalized names, kinds, modes,
-  bytes; no times). Two points whose photographs are identical *and* whose acceptable
+  and each file's SHA-256, computed once per distinct content: :class:`Digests`; no
+  times). Two points whose photographs are identical *and* whose acceptable
   states and resumption are identical (same step, same transaction choices) get the same
   check, so it runs once, on the first, and its finding is reported for each (the
   ``image`` field names the boundary whose copy was checked). The check is deterministic:
@@ -91,12 +92,42 @@ def read_tree(root: str) -> Tree:
     return tree
 
 
+class Digests:
+    """SHA-256 digests of trees: over each entry's header (name, kind, mode, length) and
+    the SHA-256 of its bytes, where each distinct content is hashed once while it stays in
+    the cache (a sweep keeps one: the database file recurs unchanged across photographs,
+    and every file across a cut's power-loss states). The cache is emptied when it holds
+    more than :data:`CACHED_BYTES`, which bounds what the sweep's parent keeps."""
+
+    def __init__(self) -> None:
+        self._files: dict[bytes, bytes] = {}
+        self._bytes = 0
+
+    def tree(self, tree: Tree) -> str:
+        digest = hashlib.sha256()
+        for relative, kind, mode, data in tree:
+            header = json.dumps([relative, kind, mode, len(data)]).encode()
+            digest.update(_K.pack(len(header)) + header + self._file(data))
+        return digest.hexdigest()
+
+    def _file(self, data: bytes) -> bytes:
+        found = self._files.get(data)
+        if found is None:
+            if self._bytes + len(data) > CACHED_BYTES:
+                self._files.clear()
+                self._bytes = 0
+            found = self._files[data] = hashlib.sha256(data).digest()
+            self._bytes += len(data)
+        return found
+
+
+CACHED_BYTES: Final = 16 << 20
+"""At most this many bytes of file contents stay in a :class:`Digests` cache."""
+
+
 def tree_digest(tree: Tree) -> str:
-    digest = hashlib.sha256()
-    for relative, kind, mode, data in tree:
-        header = json.dumps([relative, kind, mode, len(data)]).encode()
-        digest.update(_K.pack(len(header)) + header + data)
-    return digest.hexdigest()
+    """A tree's digest (:meth:`Digests.tree`, with a cache of its own)."""
+    return Digests().tree(tree)
 
 
 def write_tree(tree: Tree, root: str) -> None:
@@ -259,6 +290,7 @@ class _Imaging:
         self.checked: dict[tuple[object, ...], int] = {}  # key -> the boundary checked
         self.copies: dict[int, list[Point]] = {}  # checked boundary -> points sharing it
         self.findings: dict[int, Finding] = {}
+        self.digests = Digests()
 
     def run(self) -> SweepResult:
         mismatches = stop_at(self.sweep, self.points, self._photograph, self.checks.service)
@@ -283,7 +315,7 @@ class _Imaging:
         with self.sweep.phases.measure("photograph"):
             tree = read_tree(live)
             choices = tuple(point.choices(self.sweep.run.transactions))
-            key = (tree_digest(tree), point.op_index, choices)
+            key = (self.digests.tree(tree), point.op_index, choices)
         first = self.checked.get(key)
         if first is not None:
             self.copies[first].append(point)

@@ -252,10 +252,12 @@ def run_io_faults(
     jobs: int | None = None,
     directory: str | None = None,
     report: Callable[[SweepResult], None] | None = None,
+    lanes: int | None = None,
 ) -> SuiteResult:
     """Run the I/O fault sweep of each named scenario (the whole catalog when None): every
     injection point when ``exhaustive``, else the seeded :func:`subset`. ``report`` is
-    called with each sweep as it ends."""
+    called with each sweep in order as it ends; ``jobs`` and ``lanes`` as for
+    :func:`~runstore.crashsim.suite.run_sweeps`."""
     chosen = [SCENARIOS[name] for name in (names if names is not None else list(SCENARIOS))]
 
     def select(name: str) -> Selector[Fault]:
@@ -268,4 +270,5 @@ def run_io_faults(
         jobs=jobs,
         directory=directory,
         report=report,
+        lanes=lanes,
     )

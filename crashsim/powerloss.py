@@ -40,8 +40,8 @@ from typing import Final
 import attrs
 from runstore.crashsim import processes
 from runstore.crashsim import trials
+from runstore.crashsim.images import Digests
 from runstore.crashsim.images import stop_at
-from runstore.crashsim.images import tree_digest
 from runstore.crashsim.images import write_tree
 from runstore.crashsim.persistence import Cut
 from runstore.crashsim.persistence import Disk
@@ -143,6 +143,7 @@ class _Cuts:
         )
         self.cut_count += len(self.effect_cuts)
         self.checks = trials.Checks(sweep.jobs, self._body_of, self._trial, self._collect)
+        self.digests = Digests()
         self.disk: Disk | None = None
         self.states: list[_State] = []
         self.checked: dict[tuple[object, ...], _State] = {}
@@ -260,7 +261,7 @@ class _Cuts:
         step = cut.step(self.model)
         for choice in items.choices(self.limit, self.seed + cut.k):
             tree = items.materialize(choice)
-            key = (tree_digest(tree), step, acceptable, cut.point is None)
+            key = (self.digests.tree(tree), step, acceptable, cut.point is None)
             known = self.checked.get(key)
             if known is not None:
                 known.copies += 1

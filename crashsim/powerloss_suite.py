@@ -75,6 +75,7 @@ def run_powerloss_suite(
     directory: str | None = None,
     catalog: dict[str, Scenario] | None = None,
     report: Callable[[SweepResult], None] | None = None,
+    lanes: int | None = None,
 ) -> SuiteResult:
     """Run the power-loss sweeps of ``names`` (the default run's when None; every scenario
     when ``exhaustive``)."""
@@ -89,4 +90,5 @@ def run_powerloss_suite(
         jobs=jobs,
         directory=directory,
         report=report,
+        lanes=lanes,
     )

@@ -22,7 +22,8 @@ registration and the terminal projection's rows), so outcome construction, the r
 the terminal commit are crashed at every default run.
 The work directory defaults to ``/dev/shm`` where it exists: the sweeps simulate
 process death, not power loss, so the page cache is part of what survives and a tmpfs
-gives the same answers without waiting for the disk. ``jobs`` defaults to the core count.
+gives the same answers without waiting for the disk. ``jobs`` (trials at once per sweep)
+and ``lanes`` (sweeps at once, :mod:`runstore.crashsim.lanes`) default to the core count.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ from typing import Final
 from typing import Literal
 from typing import TypeVar
 
+from runstore.crashsim.harness import warm
 from runstore.crashsim.images import IMAGE
 from runstore.crashsim.kill import KILL
+from runstore.crashsim.lanes import side_by_side
 from runstore.crashsim.points import Point
 from runstore.crashsim.points import Selector
 from runstore.crashsim.points import every_boundary
@@ -139,9 +142,10 @@ def run_suite(
     directory: str | None = None,
     method: CrashMethod = "image",
     report: Callable[[SweepResult], None] | None = None,
+    lanes: int | None = None,
 ) -> SuiteResult:
     """Run each scenario's sweep (the whole catalog when None) at the points
-    :func:`selector` chooses, by ``method``."""
+    :func:`selector` chooses, by ``method`` (``jobs``, ``lanes``: see :func:`run_sweeps`)."""
     return run_sweeps(
         list(SCENARIOS.values()) if scenarios is None else scenarios,
         METHODS[method],
@@ -149,6 +153,7 @@ def run_suite(
         jobs=jobs,
         directory=directory,
         report=report,
+        lanes=lanes,
     )
 
 
@@ -160,21 +165,26 @@ def run_sweeps(
     jobs: int | None = None,
     directory: str | None = None,
     report: Callable[[SweepResult], None] | None = None,
+    lanes: int | None = None,
 ) -> SuiteResult:
-    """Sweep each of ``scenarios`` in turn by ``method`` at the points ``select(scenario)``
-    chooses (``jobs`` defaults to the core count, ``directory`` to :func:`default_directory`);
-    ``report`` is called with each sweep as it ends."""
+    """Sweep each of ``scenarios`` by ``method`` at the points ``select(scenario)``
+    chooses, at most ``lanes`` sweeps at once (:mod:`runstore.crashsim.lanes`), each with
+    at most ``jobs`` trials at once (both default to the core count; ``directory`` to
+    :func:`default_directory`); ``report`` is called with each sweep in the order given."""
     started = time.monotonic()
-    results = []
-    for scenario in scenarios:
-        result = run_sweep(
-            scenario,
-            select(scenario),
-            method=method,
-            jobs=jobs or default_jobs(),
-            directory=directory or default_directory(),
-        )
-        if report is not None:
-            report(result)
-        results.append(result)
+    per_sweep = jobs or default_jobs()
+    where = directory or default_directory()
+
+    def sweep(scenario: Scenario) -> SweepResult:
+        return run_sweep(scenario, select(scenario), method=method, jobs=per_sweep, directory=where)
+
+    warm()  # once, before the sweep processes fork
+    results = side_by_side(
+        scenarios,
+        sweep,
+        method.name,
+        lanes=lanes or default_jobs(),
+        directory=where,
+        report=report,
+    )
     return SuiteResult(method.name, tuple(results), time.monotonic() - started)

@@ -1,21 +1,29 @@
-"""Benchmark: crash points per second of the two crash methods, side by side in one run.
+"""Benchmark: crash points per second of the crash laboratory, side by side in one run.
 
-For each scenario (``--scenario``, repeatable; default: one of each kind, a writer
-operation, a publication and a recovery), runs its sweep over every step boundary by
-the kill method (a process killed per point) and by the image method (one execution,
-photographed at each point, each distinct photograph checked once), in alternating order
-across ``--rounds`` (default 3), with ``--jobs`` trials at once (default: the core count).
-Prints per scenario and method the median points per second and checks per second, and
-the ratio image / kill with its min-max over the rounds. Both methods must find nothing
-wrong (any failure or mismatch stops the benchmark with exit status 1).
+By default, the campaigns: the default campaign (``python -m runstore.crashsim``, the
+sampled one the test command runs) and, with ``--exhaustive``, the exhaustive one
+(``--exhaustive``), each run as a user runs it, in a subprocess, by two sides in
+alternating order across ``--rounds`` (default 3): this checkout (``new``) and, with
+``--old PATH``, another checkout's package (a directory holding ``runstore/`` importable
+as the package, e.g. ``/tmp/before-pkg``: ``PYTHONPATH`` puts it first), else this
+checkout with its sweeps one after another (``--lanes 1``, what the laboratory did before
+it ran sweeps side by side). Each run's summary line gives its points (``crashes=``) and
+seconds; the tool prints per campaign and side the median points per second and seconds,
+and the median of the per-round ratios new / other with their min-max. Any run that exits
+non-zero (a failure or mismatch) stops the benchmark with exit status 1.
 
-``--old PATH`` also times the kill method of another checkout's package (a directory that
-holds ``runstore/`` importable as the package, e.g. a copy of an older commit's ``impl/``
-with ``model/`` and ``crashsim/`` inside it) in a subprocess, as a "before" column. Never
-read these figures as absolute: the machine is shared; compare the sides measured
-together. The old checkout may predate the sweep driver (``runstore.crashsim.sweep``): its
-``runstore.crashsim.campaign.run_campaign`` is called then, with its default method. Run:
-``python tools/bench_crashsim.py [--scenario NAME] [--rounds N]``.
+``--methods`` instead times the two crash methods per scenario (``--scenario``,
+repeatable; default: one of each kind, a writer operation, a publication and a recovery):
+each scenario's sweep over every step boundary by the kill method (a process killed per
+point) and by the image method (one execution, photographed at each point, each distinct
+photograph checked once), alternating, and prints the ratio image / kill; with ``--old``
+also the other checkout's kill method, as a "before" column. The old checkout may predate
+the sweep driver (``runstore.crashsim.sweep``): its
+``runstore.crashsim.campaign.run_campaign`` is called then, with its default method.
+
+Never read these figures as absolute: the machine is shared; compare the sides measured
+together. Run: ``python tools/bench_crashsim.py [--old PATH] [--exhaustive] [--rounds N]``
+or ``python tools/bench_crashsim.py --methods [--scenario NAME] [--old PATH]``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -75,13 +84,73 @@ def _old(path: str, scenario: str, jobs: int, directory: str | None) -> tuple[in
     return int(crashes), float(seconds)
 
 
+SUMMARY = re.compile(r"crashes=(\d+) .*seconds=([\d.]+) points_per_second=([\d.]+)$")
+CAMPAIGNS: dict[str, tuple[str, ...]] = {"default": (), "exhaustive": ("--exhaustive",)}
+
+
+def campaign(arguments: tuple[str, ...], env: dict[str, str]) -> tuple[int, float]:
+    """Run ``python -m runstore.crashsim ARGUMENTS`` with ``env``; its points and seconds."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "runstore.crashsim", *arguments],
+        env={**os.environ, **env},
+        cwd="/",
+        capture_output=True,
+        text=True,
+    )
+    lines = completed.stdout.strip().splitlines()
+    found = SUMMARY.search(lines[-1]) if lines else None
+    if completed.returncode != 0 or found is None:
+        tail = "\n".join([*lines[-5:], *completed.stderr.strip().splitlines()[-5:]])
+        raise SystemExit(f"{' '.join(arguments) or 'the default campaign'} failed:\n{tail}")
+    return int(found.group(1)), float(found.group(2))
+
+
+def campaigns(args: argparse.Namespace) -> int:
+    """Each campaign by both sides, alternating, and the ratios (the default mode)."""
+    jobs = ("--jobs", str(args.jobs))
+    if args.old:
+        other = ("old", jobs, {"PYTHONPATH": args.old})
+    else:
+        other = ("1 lane", (*jobs, "--lanes", "1"), {})
+    sides = (other, ("new", jobs, {}))
+    for name in ["default", *(["exhaustive"] if args.exhaustive else [])]:
+        rates: dict[str, list[float]] = {side[0]: [] for side in sides}
+        seconds: dict[str, list[float]] = {side[0]: [] for side in sides}
+        points: dict[str, int] = {}
+        for round_ in range(args.rounds):
+            for label, extra, env in sides if round_ % 2 == 0 else sides[::-1]:
+                crashes, spent = campaign((*CAMPAIGNS[name], *extra), env)
+                points[label] = crashes
+                rates[label].append(crashes / spent)
+                seconds[label].append(spent)
+        print(f"{name} campaign: jobs={args.jobs}, rounds={args.rounds}")
+        for label, _, _ in sides:
+            rate, spent = statistics.median(rates[label]), statistics.median(seconds[label])
+            print(
+                f"  {label:<6} points {points[label]:5d} points/s {rate:7.1f} seconds {spent:6.1f}"
+            )
+        ratios = [n / o for n, o in zip(rates["new"], rates[other[0]], strict=True)]
+        print(
+            f"  new/{other[0]} points/s ratio {statistics.median(ratios):.2f} "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--methods", action="store_true", help="time the two crash methods")
+    parser.add_argument("--exhaustive", action="store_true", help="also the exhaustive campaign")
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=default_jobs())
     parser.add_argument("--old", default=None, help="a directory holding an older runstore/")
     args = parser.parse_args()
+    return methods(args) if args.methods else campaigns(args)
+
+
+def methods(args: argparse.Namespace) -> int:
+    """The two crash methods per scenario (``--methods``)."""
     directory = default_directory()
     for name in args.scenario or DEFAULT_SCENARIOS:
         rates: dict[str, list[float]] = {method: [] for method in METHODS}
