@@ -119,6 +119,34 @@ def register_exclusion_arguments(decision: object) -> RunStoreError | None:
     return _instance("decision", decision, ApplicabilityDecision)
 
 
+def register_many_arguments(
+    items: object, candidate_ids: object, held: object
+) -> RunStoreError | None:
+    """``register_many``: a list or tuple of items, each an ``ApplicabilityDecision`` (an
+    exclusion) or a list or tuple of exactly the four arguments of ``register_slots``
+    (named ``items[i].decision`` and so on); then a list or tuple of str; then None or an
+    int (not a bool)."""
+    return _first(
+        _items("items", items, _registration_item),
+        _items("candidate_ids", candidate_ids, _text),
+        None if held is None else _time("held", held),
+    )
+
+
+def _registration_item(name: str, value: object) -> RunStoreError | None:
+    if isinstance(value, ApplicabilityDecision):
+        return None
+    if not isinstance(value, list | tuple) or len(value) != 4:
+        return _refusal(name, "an ApplicabilityDecision or a 4-item list or tuple", value)
+    decision, run, attempt_slot, observation_slots = value
+    return _first(
+        _instance(f"{name}.decision", decision, ApplicabilityDecision),
+        _instance(f"{name}.run", run, ResolvedRun),
+        _instance(f"{name}.attempt_slot", attempt_slot, AttemptSlot),
+        _items(f"{name}.observation_slots", observation_slots, _observation_slot),
+    )
+
+
 def register_one_shot_arguments(
     decision: object, run: object, attempt_slot: object, observation_slot: object
 ) -> RunStoreError | None:

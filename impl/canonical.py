@@ -215,18 +215,28 @@ def decode(data: bytes) -> JSON:
     return value
 
 
+def encode_checked_types(value: JSON) -> bytes:
+    """:func:`encode` of a value whose every node already has an exact :data:`JSON` type,
+    with safe integers and string keys: a document a parser produced, or one a record
+    assembled from fields it validated at construction. The same bytes and the same
+    refusals (nesting, lone surrogates), written by the C encoder."""
+    return _encode_parsed(value)
+
+
 def _encode_parsed(value: JSON) -> bytes:
     """:func:`encode` of a value :func:`decode`'s parser produced. Its types are exact and
     its integers safe by construction (the parser's hooks), so only nesting and lone
     surrogates can still be refused: the C encoder writes it, and :func:`encode` runs
     instead when the value nests too deep or holds a lone surrogate, to refuse it exactly
-    as before."""
-    if _deeper_than(value, MAX_DEPTH):
-        return encode(value)
+    as before. Nesting is walked only when the bytes hold more opening brackets than
+    :data:`MAX_DEPTH` (no value nests deeper than its count of them)."""
     try:
-        return _C_ENCODER.encode(value).encode("utf-8")
-    except UnicodeEncodeError:
+        data = _C_ENCODER.encode(value).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError):
         return encode(value)
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        return encode(value)
+    return data
 
 
 def _deeper_than(value: JSON, limit: int) -> bool:

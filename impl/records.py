@@ -49,6 +49,7 @@ from runstore.identity import OBSERVATION_SLOT
 from runstore.identity import RUN
 from runstore.identity import check_index
 from runstore.identity import typed_identity
+from runstore.identity import typed_identity_of_checked
 from runstore.validation import boolean
 from runstore.validation import canonical_object_bytes
 from runstore.validation import check_digest
@@ -97,7 +98,10 @@ class _Identified(abc.ABC):
         try:
             return self._identity
         except AttributeError:
-            identity = typed_identity(self.PREFIX, self.identity_document())
+            # This module's own classes build their documents from validated fields, so
+            # the C encoder writes them; a subclass's document is checked node by node.
+            identify = typed_identity_of_checked if type(self) in _EXACT else typed_identity
+            identity = identify(self.PREFIX, self.identity_document())
             # The record is frozen; its one cache slot is written once, bypassing attrs.
             object.__setattr__(self, "_identity", identity)
             return identity
@@ -304,6 +308,12 @@ class Observation(_Identified):
     @classmethod
     def _fields_from_document(cls, doc: dict[str, JSON]) -> dict[str, Any]:
         return {**doc, "completion": _enum_from(doc, "completion", Completion)}
+
+
+_EXACT: frozenset[type[_Identified]] = frozenset(
+    {ApplicabilityDecision, ResolvedRun, AttemptSlot, ObservationSlot, Observation}
+)
+"""The identified records whose identity documents hold only validated fields."""
 
 
 # --- artifacts -------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from runstore.model.recovery import Recoverable
 from runstore.model.recovery import recover
 from runstore.model.recovery import recoverable
 from runstore.model.registration import register_exclusion
+from runstore.model.registration import register_many
 from runstore.model.registration import register_one_shot
 from runstore.model.registration import register_slots
 from runstore.model.state import LeaseRow
@@ -103,6 +104,7 @@ __all__ = [
     "recoverable",
     "refused",
     "register_exclusion",
+    "register_many",
     "register_observation",
     "register_one_shot",
     "register_slots",

@@ -1,4 +1,6 @@
-"""Registering resolved records: decisions, runs, attempt slots and their observation slots.
+"""Registering resolved records: decisions, runs, attempt slots and their observation slots,
+one call at a time or a batch of them (``register_many``: the sequence of its items, all or
+nothing).
 
 Rules of this file: pure functions ``op(state, ...) -> (state, result | Refusal)``; a
 refusal returns the input state object unchanged. Registration is idempotent: registering
@@ -22,6 +24,9 @@ from runstore.records import ApplicabilityDecision
 from runstore.records import AttemptSlot
 from runstore.records import ObservationSlot
 from runstore.records import ResolvedRun
+from runstore.registration_batch import Item
+from runstore.registration_batch import batch_refusal
+from runstore.registration_batch import held_refusal
 from runstore.shapes import exclusion_refusal
 from runstore.shapes import one_shot_refusal
 from runstore.shapes import registration_refusal
@@ -128,3 +133,47 @@ def register_slots(
         observation_slots=observation_table,
     )
     return new_state, attempt_slot.id
+
+
+def register_many(
+    state: ModelState,
+    items: Sequence[Item],
+    candidate_ids: Sequence[str] = (),
+    held: int | None = None,
+) -> tuple[ModelState, tuple[str, ...] | Refusal]:
+    """Register ``items`` in order, all or nothing: each an exclusion
+    (:func:`register_exclusion`) or a ``(decision, run, attempt_slot, observation_slots)``
+    tuple (:func:`register_slots`), each applied to the state the items before it left.
+
+    Check order: the argument types of the whole call (``invalid_record``), then
+    ``out_of_range`` (:func:`runstore.registration_batch.batch_refusal`), then, when
+    ``held`` is given, ``registration_conflict`` unless the state holds exactly ``held``
+    decisions and runs whose candidate is one of ``candidate_ids``; then the items in
+    order: the first item refused refuses the whole call, with its code and its message
+    prefixed ``items[i]: `` (:func:`runstore.registration_batch.named`), and the input
+    state is returned unchanged.
+
+    Result: each item's id (its attempt slot's, or the exclusion's)."""
+    error = arguments.register_many_arguments(items, candidate_ids, held)
+    if error is None:
+        error = batch_refusal(items, candidate_ids, held)
+    if error is not None:
+        return state, refused(error)
+    if held is not None:
+        wanted = set(candidate_ids)
+        found = sum(d.candidate_id in wanted for d in state.decisions.values()) + sum(
+            r.candidate_id in wanted for r in state.runs.values()
+        )
+        if found != held:
+            return state, refused(held_refusal(found, held))
+    current = state
+    results: list[str] = []
+    for index, item in enumerate(items):
+        if isinstance(item, ApplicabilityDecision):
+            current, result = register_exclusion(current, item)
+        else:
+            current, result = register_slots(current, *item)
+        if isinstance(result, Refusal):
+            return state, Refusal(code=result.code, message=f"items[{index}]: {result.message}")
+        results.append(result)
+    return current, tuple(results)

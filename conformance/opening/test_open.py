@@ -39,8 +39,8 @@ from runstore.errors import UnknownSchemaVersionError
 from runstore.errors import UnsafePathError
 from runstore.errors import UnsupportedFilesystemError
 from runstore.errors import UnversionedDatabaseError
-from runstore.store import run_store as store_module
 from runstore.store import schema_check
+from runstore.store import store_open
 from runstore.store import store_root
 from runstore.store.probes import PROBE_PREFIX
 from runstore.store.store_root import INIT_LOCK_NAME
@@ -583,13 +583,13 @@ def test_a_refused_database_keeps_its_rollback_journal(root: Path, database: str
 def test_teeth_wal_enabled_before_the_checks_is_caught(
     root: Path, monkeypatch: pytest.MonkeyPatch, database: str
 ) -> None:
-    real = store_module._initialize_or_verify
+    real = store_open.initialize_or_verify
 
     def wal_first(connection: sqlite3.Connection, *args: Any) -> None:
         sql.enable_wal(connection)
         real(connection, *args)
 
-    monkeypatch.setattr(store_module, "_initialize_or_verify", wal_first)
+    monkeypatch.setattr(store_open, "initialize_or_verify", wal_first)
     with pytest.raises(AssertionError, match="journal mode changed"):
         assert_refused_untouched(root, database)
 

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from runstore import registration_batch
 from runstore.canonical import JSON
 from runstore.enums import AttemptState
 from runstore.errors import AttemptTerminalError
@@ -28,6 +29,7 @@ from runstore.errors import BusyError
 from runstore.errors import ClaimExpiredError
 from runstore.errors import LeaseExpiredError
 from runstore.errors import LeaseReleasedError
+from runstore.errors import RegistrationConflictError
 from runstore.errors import RetryBoundExceededError
 from runstore.errors import RetryNotAuthorizedError
 from runstore.errors import RunStoreError
@@ -91,24 +93,63 @@ def register(
     """Register every applicable pair (identical records are reused), each at its revision
     (SPEC.md section 15.9); returns the plans, how many slots were new, and the revisions.
     A pair that differs from its latest registered revision refuses the whole campaign
-    with ``registration_conflict`` before anything is registered, unless ``revise``."""
-    held = store.registered_for([candidate_id(campaign, c) for c in campaign.candidates])
-    revised = resolve(campaign, held, revise=revise)
-    known = {slot.id for slot in held.attempt_slots}
-    new = 0
+    with ``registration_conflict`` before anything is registered, unless ``revise``.
+
+    The records go in chunks of :data:`REGISTRATION_CHUNK`, one transaction each
+    (``register_many``), each refused unless the campaign's candidates still hold exactly
+    the decisions and runs the plan was made against plus the chunks before it: when
+    another process registered for them in between, the campaign is read and planned
+    again (at most :data:`REGISTRATION_ATTEMPTS` times), so no chunk is ever registered
+    against records its plan did not see."""
+    candidates = [candidate_id(campaign, c) for c in campaign.candidates]
+    for attempt_number in range(1, REGISTRATION_ATTEMPTS + 1):
+        held = store.registered_for(candidates)
+        revised = resolve(campaign, held, revise=revise)
+        items = _items(revised, {slot.id for slot in held.attempt_slots})
+        decisions = {decision.id for decision in held.decisions}
+        runs = {run.id for run in held.runs}
+        try:
+            for start in range(0, len(items), REGISTRATION_CHUNK):
+                chunk = items[start : start + REGISTRATION_CHUNK]
+                store.register_many(
+                    chunk, candidate_ids=candidates, held=len(decisions) + len(runs)
+                )
+                for item in chunk:
+                    if isinstance(item, tuple):
+                        decisions.add(item[0].id)
+                        runs.add(item[1].id)
+                    else:
+                        decisions.add(item.id)
+        except RegistrationConflictError:
+            if attempt_number == REGISTRATION_ATTEMPTS:
+                raise
+            continue  # read again: resolve names a real conflict, or the plan still holds
+        new = sum(isinstance(item, tuple) for item in items)
+        return revised.plans, new, revised
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+REGISTRATION_CHUNK = 5_000
+"""Slots (and exclusions) per registration transaction: large enough that a transaction's
+fixed cost is spread thin, small enough that the write lock is never held long."""
+
+REGISTRATION_ATTEMPTS = 3
+
+
+def _items(revised: Revised, known: set[str]) -> list[registration_batch.Item]:
+    """What a run registers, in plan order: the exclusion of each pair a revision stops
+    measuring, and each applicable slot not registered yet."""
     moved = set(revised.revised)
+    items: list[registration_batch.Item] = []
     for slot in revised.plans:
         if slot.run is None and (slot.candidate.name, slot.problem.name) in moved:
             # a revision stops measuring a registered pair: the exclusion is its record
-            store.register_exclusion(slot.decision)
+            items.append(slot.decision)
             continue
         if slot.attempt_slot is None or slot.run is None or slot.attempt_slot.id in known:
             continue
-        store.register_slots(
-            slot.decision, slot.run, slot.attempt_slot, list(slot.observation_slots)
-        )
-        new += 1
-    return revised.plans, new, revised
+        items.append((slot.decision, slot.run, slot.attempt_slot, slot.observation_slots))
+    return items
 
 
 def run_campaign(

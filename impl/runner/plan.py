@@ -90,9 +90,10 @@ def plan(campaign: Campaign, revisions: Mapping[Pair, int] | None = None) -> tup
     revision ``k > 0`` has ``"revision": k`` in its decision's evidence, so its decision,
     run and slots all have identities of their own."""
     chosen = revisions or {}
+    parts = _Parts(campaign)
     pairs = {
         (candidate.name, problem.name): _plan_pair(
-            campaign, candidate, problem, chosen.get((candidate.name, problem.name), 0)
+            parts, candidate, problem, chosen.get((candidate.name, problem.name), 0)
         )
         for candidate in campaign.candidates
         for problem in campaign.problems
@@ -133,9 +134,60 @@ def measurement_slot_name(repetition: int) -> str:
     return ATTEMPT_SLOT_NAME if repetition == 0 else f"{ATTEMPT_SLOT_NAME}-{repetition}"
 
 
+class _Parts:
+    """What every pair of a candidate (or of a problem) shares, decoded once per plan:
+    its parameters, command, environment and files as they enter a run's specification
+    (the specification's dicts share these values; records encode them, never change
+    them), and the campaign's metrics and settings."""
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.campaign = campaign
+        self.metrics: dict[str, JSON] | None = (
+            {metric.name: metric.to_json() for metric in campaign.metrics}
+            if campaign.metrics
+            else None
+        )
+        self.execution_kind = _EXECUTION_KINDS[campaign.slot_kind]
+        self.candidates: dict[str, dict[str, JSON]] = {}
+        self.problems: dict[str, JSON] = {}
+
+    def candidate(self, candidate: Candidate) -> dict[str, JSON]:
+        found = self.candidates.get(candidate.name)
+        if found is None:
+            found = {
+                "candidate": candidate.name,
+                "command": list(candidate.command),
+                "env": dict(candidate.env),
+            }
+            parameters = candidate.parameters
+            if parameters:
+                found["candidate_parameters"] = parameters
+            self.candidates[candidate.name] = found
+        return found
+
+    def problem(self, problem: Problem) -> JSON:
+        found = self.problems.get(problem.name)
+        if found is None:
+            found = self.problems[problem.name] = problem.parameters
+        return found
+
+    def specification(self, candidate: Candidate, problem: Problem) -> dict[str, JSON]:
+        """:func:`run_specification` of the pair, from the shared parts."""
+        specification = {
+            **self.candidate(candidate),
+            "files": _files(candidate.files + problem.files),
+            "parameters": self.problem(problem),
+            "problem": problem.name,
+        }
+        if self.metrics is not None:
+            specification["metrics"] = self.metrics
+        return specification
+
+
 def _plan_pair(
-    campaign: Campaign, candidate: Candidate, problem: Problem, revision: int
+    parts: _Parts, candidate: Candidate, problem: Problem, revision: int
 ) -> tuple[SlotPlan, ...]:
+    campaign = parts.campaign
     applicable, evidence = _applicability(candidate, problem)
     if revision:
         evidence[REVISION_KEY] = revision
@@ -146,23 +198,24 @@ def _plan_pair(
         evidence=evidence,
     )
     timeout_ns = candidate.timeout_ns if candidate.timeout_ns is not None else campaign.timeout_ns
-    excluded = SlotPlan(
-        candidate=candidate,
-        problem=problem,
-        decision=decision,
-        run=None,
-        attempt_slot=None,
-        observation_slots=(),
-        timeout_ns=timeout_ns,
-        packages=campaign.packages,
-    )
     if not applicable:
-        return (excluded,)
+        return (
+            SlotPlan(
+                candidate=candidate,
+                problem=problem,
+                decision=decision,
+                run=None,
+                attempt_slot=None,
+                observation_slots=(),
+                timeout_ns=timeout_ns,
+                packages=campaign.packages,
+            ),
+        )
     run = ResolvedRun(
         decision_id=decision.id,
         candidate_id=decision.candidate_id,
         logical_spec_id=f"{campaign.name}/{candidate.name}/{problem.name}",
-        specification=run_specification(candidate, problem, campaign.metrics),
+        specification=parts.specification(candidate, problem),
     )
     plans = []
     requires = None
@@ -175,23 +228,38 @@ def _plan_pair(
             specification={},
         )
         requires = warmup.id
-        plans.append(attrs.evolve(excluded, run=run, attempt_slot=warmup))
+        plans.append(
+            SlotPlan(
+                candidate=candidate,
+                problem=problem,
+                decision=decision,
+                run=run,
+                attempt_slot=warmup,
+                observation_slots=(),
+                timeout_ns=timeout_ns,
+                packages=campaign.packages,
+            )
+        )
     for repetition in range(repetitions(campaign, candidate)):
         measurement = AttemptSlot(
             run_id=run.id,
             logical_slot=measurement_slot_name(repetition),
-            execution_kind=_EXECUTION_KINDS[campaign.slot_kind],
+            execution_kind=parts.execution_kind,
             role=SlotRole.MEASUREMENT,
             specification={} if repetition == 0 else {"repetition": repetition},
         )
         plans.append(
-            attrs.evolve(
-                excluded,
+            SlotPlan(
+                candidate=candidate,
+                problem=problem,
+                decision=decision,
                 run=run,
                 attempt_slot=measurement,
                 observation_slots=_observation_slots(campaign, run, measurement, repetition),
+                timeout_ns=timeout_ns,
                 requires=requires,
                 repetition=repetition,
+                packages=campaign.packages,
             )
         )
     return tuple(plans)

@@ -17,19 +17,16 @@ from types import TracebackType
 from typing import TypeVar
 
 from runstore import arguments
-from runstore import durable
+from runstore import registration_batch
 from runstore import sql
 from runstore.batch import WriteBatch
 from runstore.enums import ArtifactKind
 from runstore.enums import AttemptState
 from runstore.errors import DatabaseError
 from runstore.errors import DirectConstructionError
-from runstore.errors import DurabilityError
 from runstore.errors import InvalidRecordError
 from runstore.errors import RunStoreError
 from runstore.errors import StoreClosedError
-from runstore.errors import UnknownSchemaVersionError
-from runstore.errors import UnversionedDatabaseError
 from runstore.receipts import ClaimDisposition
 from runstore.receipts import CommittedEvent
 from runstore.receipts import ObservationReceipt
@@ -44,6 +41,7 @@ from runstore.records import Observation
 from runstore.records import ObservationSlot
 from runstore.records import ResolvedRun
 from runstore.recovery_report import RecoveryReport
+from runstore.registration_batch import Item
 from runstore.requests import LeaseRequest
 from runstore.requests import Reference
 from runstore.requests import RetryAuthorization
@@ -56,13 +54,13 @@ from runstore.store import leases
 from runstore.store import observations
 from runstore.store import probes
 from runstore.store import registration
-from runstore.store import schema_check
+from runstore.store import registration_batch as store_batch
+from runstore.store import store_open
 from runstore.store import store_root
 from runstore.store.publication import publish
 from runstore.store.publication.publish import Clock
 from runstore.store.publication.publish import Populate
 from runstore.store.recovery import recover as recovery
-from runstore.store.schema_sql import RUN_STORE_SCHEMA_VERSION
 
 T = TypeVar("T")
 Subscriber = Callable[[CommittedEvent], None]
@@ -137,7 +135,7 @@ class RunStore:
             store_root.check_store_files(path)
             held = store_root.database_descriptors.acquire(database_path)
             try:
-                connection = _open_connection(path, database_path, held.fd)
+                connection = store_open.open_connection(path, database_path, held.fd)
             except BaseException:
                 store_root.database_descriptors.release(held)
                 raise
@@ -209,6 +207,16 @@ class RunStore:
         invalid_record (not a decision, or an applicable one)."""
         _raise(arguments.register_exclusion_arguments(decision))
         return self._write(lambda c: (registration.register_exclusion(c, decision), ()))
+
+    def register_many(
+        self, items: Sequence[Item], *, candidate_ids: Sequence[str] = (), held: int | None = None
+    ) -> tuple[str, ...]:
+        """Register ``items`` (exclusions, or ``register_slots`` argument tuples) in order, all
+        or nothing, in one transaction; each item's id. Checks and refusals:
+        :func:`runstore.store.registration_batch.register_many`."""
+        _raise(arguments.register_many_arguments(items, candidate_ids, held))
+        _raise(registration_batch.batch_refusal(items, candidate_ids, held))
+        return self._write(lambda c: (store_batch.register_many(c, items, candidate_ids, held), ()))
 
     def register_one_shot(
         self,
@@ -433,64 +441,6 @@ class RunStore:
     def __repr__(self) -> str:
         state = "open" if self._connection is not None else "closed"
         return f"RunStore({self._root!r}, {state})"
-
-
-def _open_connection(root: str, database_path: str, descriptor: int) -> sqlite3.Connection:
-    """Connect, create or verify the schema, and lock the connection down; on any error
-    the connection is closed and the error raised."""
-    try:
-        connection = sql.connect(database_path)
-    except sqlite3.Error as exc:
-        raise DatabaseError(f"cannot open {database_path}: {exc}") from exc
-    try:
-        _initialize_or_verify(connection, root, descriptor)
-        sql.lock_down(connection)
-    except BaseException as exc:
-        connection.close()
-        if isinstance(exc, sqlite3.Error):
-            raise DatabaseError(f"opening {database_path} failed: {exc}") from exc
-        raise
-    return connection
-
-
-def _initialize_or_verify(connection: sqlite3.Connection, root: str, descriptor: int) -> None:
-    version = sql.scalar(connection, "PRAGMA user_version")
-    if version == 0:
-        if schema_check.user_object_count(connection) != 0:
-            raise UnversionedDatabaseError(
-                "the database has user_version 0 but already holds schema objects"
-            )
-        sql.enable_wal(connection)
-        if not _create_schema(connection):
-            schema_check.verify_schema(connection)
-            return
-        try:
-            durable.fsync_fd(descriptor, os.path.join(root, store_root.DATABASE_NAME))
-            durable.fsync_dir(root)
-        except OSError as exc:
-            raise DurabilityError(f"cannot sync the new schema: {exc}") from exc
-    elif version == RUN_STORE_SCHEMA_VERSION:
-        schema_check.verify_schema(connection)  # before WAL: a refusal changes nothing
-        sql.enable_wal(connection)
-    else:
-        raise UnknownSchemaVersionError(
-            f"the database has schema version {version}; this build knows only "
-            f"{RUN_STORE_SCHEMA_VERSION}"
-        )
-
-
-def _create_schema(connection: sqlite3.Connection) -> bool:
-    """Create v1 in one immediate transaction, rechecking emptiness under the write lock.
-    Returns False (creating nothing) when another initializer that ignored the init lock
-    committed v1 first; anything else found there is refused."""
-    with sql.immediate_transaction(connection):
-        version = sql.scalar(connection, "PRAGMA user_version")
-        if version == RUN_STORE_SCHEMA_VERSION:
-            return False
-        if version != 0 or schema_check.user_object_count(connection) != 0:
-            raise UnversionedDatabaseError("the database changed while it was being created")
-        schema_check.create_schema_in_transaction(connection)
-    return True
 
 
 def _raise(refusal: RunStoreError | None) -> None:
