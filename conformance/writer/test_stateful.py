@@ -478,7 +478,9 @@ class WriterMatchesModel(RuleBasedStateMachine):
             )
             if not chain and not self.guards:
                 lease = self._lease(data)  # nothing to guard yet: a reservation instead
-                recipe.append(lambda b, p, r=lease, t=now: b.reserve(SLOT_IDS[0], Next(), r, t))
+                recipe.append(
+                    lambda b, p, r=lease, t=now: b.reserve(SLOT_IDS[0], Next(retry=True), r, t)
+                )
                 chainable.append((number, False))
                 continue
             if chain:
