@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from runstore import RunStore
 from runstore import model as m
+from runstore.batch import WriteBatch
 from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.scenarios import Step
 from runstore.crashsim.tracer import Tracer
@@ -69,6 +70,14 @@ class RecordingWriter(ModelWriter):
         result = super().apply(step)
         self.commits.append(self.state)
         return result
+
+    def apply_batch(self, batch: WriteBatch) -> None:
+        """A write batch is one transaction, committed whatever its steps gave: one state
+        after it, none between its steps."""
+        before = len(self.commits)
+        super().apply_batch(batch)
+        del self.commits[before:]
+        self.commits.append(self.state)
 
 
 class ModelRun:

@@ -397,6 +397,38 @@ PUBLICATIONS: Final = (
 """The publication scenarios: a publication is the crash-tested step."""
 
 
+def batched(name: str, setup: tuple[Step, ...], *steps: Step) -> Scenario:
+    """A scenario whose one step is a write batch of ``steps`` (SPEC.md section 8, "Write
+    batches"): a crash anywhere in it leaves the store before its first step or after its
+    last."""
+    return _scenario(name, setup, Step(script.batch([step.call for step in steps])))
+
+
+LIFECYCLE: Final = (
+    reserve(A, FirstAttempt(), "reservation-a", 1_000),
+    *path(A, (*EXECUTING, AttemptState.VALIDATING), 1_100),
+    finalize(A, "claim-a", 1_200),
+    observe(A, "result-a", True, 1_300),
+    conclude(A, Accepted(), "attempt-a", 1_400, (Reference("evidence", OBSERVATION_ID),)),
+)
+BATCHES: Final = (
+    batched("batch_start", REGISTERED, *LIFECYCLE[:5]),  # the runner's start
+    batched("batch_contend", RUNNING, *LIFECYCLE[5:8]),  # validating, claim, observation
+    # B's unauthorized retry refused (to its savepoint), its advance refused by dependency,
+    # A's renewals around them committed
+    batched(
+        "batch_refused_step",
+        RUNNING,
+        renew(A, 15_000, 1_150),
+        reserve(B, Next(retry=False), "reservation-b", 1_160),
+        advance(B, AttemptState.MATERIALIZING, 1_170),
+        renew(A, 20_000, 1_180),
+    ),
+    batched("batch_lifecycle", REGISTERED, *LIFECYCLE),  # one accepted lifecycle, one commit
+)
+"""Write batches, crashed at every boundary of their one transaction (the savepoints
+included)."""
+
 SCENARIOS: Final[dict[str, Scenario]] = {
     scenario.name: scenario
     for scenario in (
@@ -441,11 +473,12 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         ),
         *PUBLICATIONS,
         *RECOVERIES,
+        *BATCHES,
     )
 }
 """Every scenario of the catalog, by name."""
 
-FULL_IN_SUBSET: Final = ("init", "commit_accepted")
+FULL_IN_SUBSET: Final = ("init", "commit_accepted", "batch_lifecycle")
 """The scenarios the representative subset crashes at every boundary of their steps (and
 of opening only for ``init``, which is all opening; see :mod:`runstore.crashsim.suite`)."""
 OPENING_SCENARIOS: Final = ("init", REOPEN)

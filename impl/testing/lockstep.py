@@ -110,7 +110,9 @@ class ModelWriter(ModelSteps):
         def apply(step: Step, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
             return getattr(self, step.operation)(*args, **kwargs)
 
+        before = len(self.trail)
         batch.settle(run_steps(batch, apply, (ModelRefusal,)))
+        del self.trail[before:-1]  # one transaction: only its last state is ever seen
 
     def recover(self, clock: Clock) -> RecoveryReport:
         if not callable(clock):
