@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Callable
 from collections.abc import Sequence
 from types import TracebackType
@@ -22,6 +23,7 @@ from runstore import sql
 from runstore.batch import WriteBatch
 from runstore.enums import ArtifactKind
 from runstore.enums import AttemptState
+from runstore.errors import BusyError
 from runstore.errors import DatabaseError
 from runstore.errors import DirectConstructionError
 from runstore.errors import InvalidRecordError
@@ -57,6 +59,7 @@ from runstore.store import registration
 from runstore.store import registration_batch as store_batch
 from runstore.store import store_open
 from runstore.store import store_root
+from runstore.store import write_lock
 from runstore.store.publication import publish
 from runstore.store.publication.publish import Clock
 from runstore.store.publication.publish import Populate
@@ -77,6 +80,7 @@ class RunStore:
     _connection: sqlite3.Connection | None
     _subscribers: list[Subscriber]
     _subscriber_failures: int
+    _write_lock: threading.RLock
 
     def __init__(self, *_: object, **__: object) -> None:
         """Refused with ``direct_construction``, whatever the arguments: a handle is only
@@ -99,6 +103,7 @@ class RunStore:
         store._connection = connection
         store._subscribers = []
         store._subscriber_failures = 0
+        store._write_lock = write_lock.writer_lock(descriptor.key)
         return store
 
     @property
@@ -417,11 +422,15 @@ class RunStore:
         self, operation: Callable[[sqlite3.Connection], tuple[T, Sequence[CommittedEvent]]]
     ) -> T:
         connection = self._require_connection()
+        if not self._write_lock.acquire(timeout=sql.BUSY_TIMEOUT_MS / 1000):
+            raise BusyError("another thread of this process held the store's write lock for 5 s")
         try:
             with sql.immediate_transaction(connection):
                 result, events = operation(connection)
         except sqlite3.Error as exc:
             raise DatabaseError(f"the transaction was rolled back: {exc}") from exc
+        finally:
+            self._write_lock.release()
         for event in events:
             for subscriber in self._subscribers:
                 try:
