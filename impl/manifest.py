@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
@@ -143,9 +144,26 @@ def manifest_bytes(files: Iterable[ManifestFile]) -> bytes:
             raise OutOfRangeError(
                 f"{file.path!r:.100} has {file.size_bytes} bytes, over 2**53-1: not listable"
             )
+    return built_manifest_bytes(listed)
+
+
+def built_manifest_bytes(listed: Sequence[ManifestFile]) -> bytes:
+    """The exact manifest bytes of a file list the store assembled from checked parts:
+    already sorted by path, without duplicates or ``manifest.json``, each path a scanned
+    entry name, each digest a SHA-256 it computed, each size an ``lstat`` size checked
+    against 2**53-1. The same bytes as :func:`manifest_bytes` (which checks, then calls
+    this), without checking every entry again. Never for a list a caller passed in."""
     document: dict[str, JSON] = {
         "complete": True,
-        "files": [file.to_json() for file in listed],
+        "files": [
+            {
+                "media_type": MEDIA_TYPE,
+                "path": f.path,
+                "sha256": f.sha256,
+                "size_bytes": f.size_bytes,
+            }
+            for f in listed
+        ],
         "schema_version": SCHEMA_VERSION,
     }
     return encode_built(document)

@@ -1,52 +1,50 @@
-"""Benchmark: ``RunStore.publish_artifact`` against raw SHA-256 plus fsync of the same bytes.
+"""Benchmark: ``RunStore.publish_artifact`` against raw SHA-256 plus fsync of the same bytes,
+the package before a change and after it measured side by side in one run.
 
-Two workloads: one large file (``--large-mib``, default 256 MiB, named ``data.bin``) and many
-small files (``--files``, default 10,000 files of ``--small-bytes`` each, spread over 100
-directories under ``data/``). Both payload names sort before ``manifest.json``, so the
-publisher reads each byte once (a file sorting after it is read twice; ``--late-names``
-renames the payloads ``zdata...`` to measure that path instead).
+Two workloads: one large file (``--large-mib``, default 256 MiB, named ``data.bin``; 0
+skips it) and many small files (``--files``, default 10,000 files of ``--small-bytes`` each,
+spread over 100 directories under ``data/``). Both payload names sort before
+``manifest.json``; ``--late-names`` names the payloads ``zdata...`` instead, to measure
+files that sort after it (which the publisher once read twice).
 
-Method, per round (``--rounds``, default 5), in one process and one temporary directory
-(under ``--dir``, default the system temp dir) that holds both the store and the payloads,
-so everything is on one filesystem:
+Three sides, each measured once per round (``--rounds``, default 5), in an order that
+rotates from round to round so that drift and noise spread over all of them:
 
-1. Prepare, untimed: write the payload with *new* bytes (each 1 MiB block starts with the
-   round and block numbers, so no round can reuse an identical object already published),
-   ``os.sync()``, one untimed baseline pass (read, hash, fsync every file), ``os.sync()``:
-   the bytes are on disk and clean in the page cache, the same state for both sides. The
-   untimed pass matters: under ``relatime`` the first read of a new file updates its atime,
-   dirtying the inode, and whichever side read first would pay a journal commit in every
-   file's fsync. Timings therefore show the CPU and syscall cost of the pipeline (where
-   its overhead is most visible), not the cost of writing back dirty pages.
-2. Two measurements of the *same files*, in alternating order across rounds (even rounds
-   publish first) to spread drift and noise over both sides:
+- raw: for every file in path order, ``os.open``, ``os.read`` in the publisher's chunk size
+  (1 MiB) into one ``hashlib.sha256``, ``os.fsync``, ``os.close``; in this process.
+- after: ``store.publish_artifact`` by the package this script imports (the working tree),
+  in a child process that owns one store with one executing attempt.
+- before: the same in a second child whose ``runstore`` is the package at ``--before``
+  (default ``/tmp/before-pkg``, a snapshot of the package before the change; the column is
+  left out when it does not exist).
 
-   - publish: ``store.publish_artifact`` whose ``populate`` only ``os.rename``\\ s the prepared
-     file or directory into the stage. The callback's own time (a single rename) is
-     measured too and subtracted, so the figure is the publisher's work alone: stage and
-     lease transaction, scan, hash and fsync every file, fsync directories, manifest, tree
-     hash, no-replace rename, parent syncs and the final transaction.
-   - baseline: for every file in path order, ``os.open``, ``os.read`` in the publisher's
-     chunk size (``runstore.store.publication.objects.CHUNK``) into one ``hashlib.sha256``,
-     ``os.fsync``, ``os.close``; on the prepared file before the publish or on the published copy
-     after it (a rename moves the inode, so the bytes and their cache state are the same).
+Each side gets its own payload, prepared untimed just before it is measured: written with
+new bytes (each 1 MiB block and each file starts with the round, side and index, so no
+publication can reuse an object already published), ``os.sync()``, one untimed raw pass
+(read, hash, fsync every file: under ``relatime`` the first read of a new file dirties its
+inode, so it is done here for every side), ``os.sync()``. So the bytes are on disk and clean
+in the page cache, the same state for every side, and the figures show the CPU and syscall
+cost of each pipeline, not the cost of writing back dirty pages. A publisher's
+``populate`` only ``os.rename``\\ s the prepared payload into its stage; that rename is
+timed and subtracted, so the figure is the publisher's own work: stage and lease
+transaction, scan, hash and fsync every file, fsync directories, manifest, tree hash,
+no-replace rename, parent syncs and the final transaction. Everything lives in one
+temporary directory (under ``--dir``, default the system temp dir), on one filesystem.
 
-The ratio is baseline time / publish time (1.0 means publishing costs no more than hashing
-and syncing the bytes by hand; the target for the large file is >= 0.8). Printed per
-workload: medians of both sides, the ratio of the medians and the min-max of the per-round
-ratios, MB/s (10^6 bytes per second of payload), and memory: the growth of the process's
-peak RSS (``ru_maxrss``) over the timed rounds, and the peak of Python allocations
-(``tracemalloc``) during one extra, untimed publish, both of which must stay far below the
-payload size (chunked reads, no whole-file reads).
+Printed per workload: the median of each side, each publisher's ratio raw/publish (1.0
+means publishing costs no more than hashing and syncing the bytes by hand; the issue's
+targets are >= 0.8) with the min-max of its per-round ratios, after's speed-up over
+before, the publisher's overhead per file over raw, and memory: each child's peak RSS growth
+over its rounds and the peak of Python allocations (``tracemalloc``) during one extra,
+untimed publish, which must stay far below the payload size (chunked reads).
 
-``--profile`` adds, for the large file, a one-off ``cProfile`` of a publish (top 10 by
-cumulative time) and a side-by-side breakdown of raw pipelines over the same bytes (read
-only, read + one SHA-256, read + two SHA-256 in sequence as the publisher does for the file
-digest and the tree transcript, read + two SHA-256 overlapped on two threads).
+``--profile`` adds, for the package this script imports, a one-off ``cProfile`` of a publish
+of each workload (top 12 by internal time) and, for the large file, raw pipelines over the
+same bytes (read only, one SHA-256, two in sequence, two on two threads).
 
 ``--quick`` uses tiny sizes and two rounds, to check the script runs in seconds. Never read
 these figures as absolute: the machine is shared; compare the sides measured together.
-Run: ``python tools/bench_publish.py [--quick] [--profile]``.
+Run: ``python tools/bench_publish.py [--quick] [--profile] [--before DIR]``.
 """
 
 from __future__ import annotations
@@ -55,80 +53,84 @@ import argparse
 import cProfile
 import hashlib
 import itertools
+import json
 import os
 import pstats
-import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-import tracemalloc
 from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import dataclass
+from dataclasses import field
 
-from runstore import ArtifactKind
-from runstore import AttemptState
-from runstore import FirstAttempt
-from runstore import RunStore
-from runstore.receipts import OwnedAttempt
-from runstore.store.publication.objects import CHUNK
-from runstore.testing import fixtures as fx
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from publish_child import Publisher
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "publish_child.py")
+"""The store side, run in a child process per package."""
+
+CHUNK = 1 << 20
+"""The publisher's read size (``runstore.store.publication.objects.CHUNK``), used by raw."""
 
 _LEASE_EXPIRY_NS = 2**62
-_HEADER_BYTES = 16
+_HEADER_BYTES = 24
+_BEFORE_DEFAULT = "/tmp/before-pkg"
+_RAW = "raw sha256+fsync"
 
 
-# --- the store side -------------------------------------------------------------------------
+class Child:
+    """A publisher child process whose ``runstore`` is found first on ``pythonpath``."""
 
-
-class Publisher:
-    """A fresh store with one owned, executing attempt that publishes datasets."""
-
-    def __init__(self, root: str) -> None:
-        self.store = RunStore.open(root)
-        self._ticks = itertools.count(1_000)
-        slots = fx.slot_fixture(name="bench")
-        self.store.register_one_shot(
-            decision=slots.decision,
-            run=slots.run,
-            attempt_slot=slots.attempt_slot,
-            observation_slot=slots.observation_slots[0],
+    def __init__(self, label: str, root: str, pythonpath: str | None) -> None:
+        self.label = label
+        environment = dict(os.environ)
+        if pythonpath is not None:
+            environment["PYTHONPATH"] = pythonpath
+        else:
+            environment.pop("PYTHONPATH", None)
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "publish_child.py"),
+                root,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=environment,
         )
-        lease = fx.lease("bench", _LEASE_EXPIRY_NS, fx.OWNER)
-        guard = self.store.reserve(slots.slot_id, FirstAttempt(), lease, self.clock())
-        for phase in fx.EXECUTION_PATH:
-            guard = self.store.advance(guard, phase, self.clock())
-        assert guard.state is AttemptState.EXECUTING, guard
-        self.guard: OwnedAttempt = guard
+        self.package = str(self._ask(None)["package"])
 
-    def clock(self) -> int:
-        """A strictly increasing fake clock, far below the lease expiry."""
-        return next(self._ticks)
+    def _ask(self, command: dict[str, object] | None) -> dict[str, object]:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        if command is not None:
+            self._process.stdin.write(json.dumps(command) + "\n")
+            self._process.stdin.flush()
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.label} publisher child died")
+        answer: dict[str, object] = json.loads(line)
+        return answer
 
-    def publish(self, source: str, name: str) -> tuple[int, int, str]:
-        """Publish the prepared ``source`` as ``<object>/name`` (moved in by ``populate``).
-        Returns (publish ns, populate ns, absolute path of the published object)."""
-        populate_ns = 0
+    def publish(self, source: str, name: str) -> int:
+        return int(str(self._ask({"op": "publish", "source": source, "name": name})["ns"]))
 
-        def populate(path: str) -> None:
-            nonlocal populate_ns
-            start = time.perf_counter_ns()
-            os.rename(source, os.path.join(path, name))
-            populate_ns += time.perf_counter_ns() - start
+    def traced_peak(self, source: str, name: str) -> int:
+        return int(str(self._ask({"op": "traced", "source": source, "name": name})["peak"]))
 
-        start = time.perf_counter_ns()
-        receipt = self.store.publish_artifact(
-            self.guard, ArtifactKind.DATASET, populate, self.clock
-        )
-        elapsed = time.perf_counter_ns() - start
-        self.guard = receipt.attempt
-        return elapsed, populate_ns, os.path.join(self.store.root, receipt.artifact.path)
+    def rss_kib(self) -> int:
+        return int(str(self._ask({"op": "rss"})["rss_kib"]))
 
     def close(self) -> None:
-        self.store.close()
+        assert self._process.stdin is not None
+        self._process.stdin.write(json.dumps({"op": "quit"}) + "\n")
+        self._process.stdin.close()
+        self._process.wait(timeout=60)
 
 
 # --- the raw side ---------------------------------------------------------------------------
@@ -163,7 +165,7 @@ def files_under(path: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Workload:
-    """A payload to publish: ``prepare(round, target)`` writes new bytes at ``target``."""
+    """A payload to publish: ``prepare(tag, target)`` writes new bytes at ``target``."""
 
     label: str
     name: str
@@ -172,11 +174,11 @@ class Workload:
     prepare: Callable[[int, str], None]
 
 
-def _blocks(round_number: int, size: int, pattern: bytes) -> Iterator[bytes]:
-    """``size`` bytes as blocks of at most ``CHUNK``, each headed by (round, block)."""
+def _blocks(tag: int, size: int, pattern: bytes) -> Iterator[bytes]:
+    """``size`` bytes as blocks of at most ``CHUNK``, each headed by (tag, block)."""
     index = 0
     while size > 0:
-        block = round_number.to_bytes(8, "big") + index.to_bytes(8, "big") + pattern
+        block = tag.to_bytes(16, "big") + index.to_bytes(8, "big") + pattern
         yield block[: min(size, CHUNK)]
         size -= CHUNK
         index += 1
@@ -191,8 +193,8 @@ def _write(path: str, blocks: Iterator[bytes]) -> None:
 def large_workload(size: int, name: str) -> Workload:
     pattern = os.urandom(CHUNK - _HEADER_BYTES)
 
-    def prepare(round_number: int, target: str) -> None:
-        _write(target, _blocks(round_number, size, pattern))
+    def prepare(tag: int, target: str) -> None:
+        _write(target, _blocks(tag, size, pattern))
 
     label = f"large file ({size / 2**20:g} MiB)"
     return Workload(label=label, name=name, total_bytes=size, file_count=1, prepare=prepare)
@@ -202,13 +204,13 @@ def small_workload(count: int, size: int, name: str) -> Workload:
     pattern = os.urandom(max(size, 0))
     per_directory = max(1, -(-count // 100))
 
-    def prepare(round_number: int, target: str) -> None:
+    def prepare(tag: int, target: str) -> None:
         os.mkdir(target)
         for index in range(count):
             directory = os.path.join(target, f"d{index // per_directory:03d}")
             if index % per_directory == 0:
                 os.mkdir(directory)
-            header = round_number.to_bytes(8, "big") + index.to_bytes(8, "big")
+            header = tag.to_bytes(16, "big") + index.to_bytes(8, "big")
             _write(os.path.join(directory, f"f{index:05d}.bin"), iter([(header + pattern)[:size]]))
 
     label = f"{count} files x {size} B"
@@ -220,77 +222,74 @@ def small_workload(count: int, size: int, name: str) -> Workload:
 # --- measuring ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Round:
-    publish_ns: int
-    baseline_ns: int
-    publish_first: bool
-
-    @property
-    def ratio(self) -> float:
-        return self.baseline_ns / self.publish_ns
-
-
-def _peak_rss_kib() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+@dataclass
+class Side:
+    label: str
+    child: Child | None
+    """None for the raw side."""
+    samples: list[int] = field(default_factory=list)
 
 
 class Bench:
-    def __init__(self, work: str) -> None:
+    def __init__(self, work: str, before: str | None) -> None:
         self.work = work
-        os.mkdir(os.path.join(work, "store"))
         os.mkdir(os.path.join(work, "payload"))
-        self.publisher = Publisher(os.path.join(work, "store"))
-        self._sources = itertools.count()
+        self._tags = itertools.count(1)
+        self.sides = [Side(_RAW, None)]
+        self.sides.append(Side("publish after", self._child("after", None)))
+        if before is not None:
+            self.sides.append(Side("publish before", self._child("before", before)))
 
-    def prepare(self, workload: Workload, round_number: int) -> str:
-        """New payload bytes at a fresh path, synced to disk (untimed)."""
-        source = os.path.join(self.work, "payload", f"{next(self._sources)}")
-        workload.prepare(round_number, source)
+    def _child(self, label: str, pythonpath: str | None) -> Child:
+        root = os.path.join(self.work, f"store-{label}")
+        os.mkdir(root)
+        child = Child(label, root, pythonpath)
+        print(f"  {label}: runstore from {child.package}")
+        return child
+
+    def prepare(self, workload: Workload) -> str:
+        """New payload bytes at a fresh path, synced and read once (untimed)."""
+        tag = next(self._tags)
+        source = os.path.join(self.work, "payload", f"{tag}")
+        workload.prepare(tag, source)
         os.sync()
         raw_hash_and_sync(files_under(source))  # first read sets atime (relatime): do it here
         os.sync()
         return source
 
-    def one_round(self, workload: Workload, round_number: int, publish_first: bool) -> Round:
-        source = self.prepare(workload, round_number)
-        baseline_ns = 0
-        if not publish_first:
-            baseline_ns = self._baseline(files_under(source))
-        publish_ns, populate_ns, published = self.publisher.publish(source, workload.name)
-        if publish_first:
-            baseline_ns = self._baseline(files_under(os.path.join(published, workload.name)))
-        publish_ns -= populate_ns
-        return Round(publish_ns=publish_ns, baseline_ns=baseline_ns, publish_first=publish_first)
+    def measure(self, side: Side, workload: Workload) -> None:
+        source = self.prepare(workload)
+        if side.child is None:
+            start = time.perf_counter_ns()
+            raw_hash_and_sync(files_under(source))
+            side.samples.append(time.perf_counter_ns() - start)
+            shutil.rmtree(source) if os.path.isdir(source) else os.unlink(source)
+        else:
+            side.samples.append(side.child.publish(source, workload.name))
 
-    @staticmethod
-    def _baseline(paths: list[str]) -> int:
-        start = time.perf_counter_ns()
-        raw_hash_and_sync(paths)
-        return time.perf_counter_ns() - start
+    def run(self, workload: Workload, rounds: int) -> None:
+        for side in self.sides:
+            side.samples.clear()
+        publishers = [side for side in self.sides if side.child is not None]
+        rss_before = {side.label: side.child.rss_kib() for side in publishers if side.child}
+        for index in range(rounds):
+            shift = index % len(self.sides)
+            for side in self.sides[shift:] + self.sides[:shift]:
+                self.measure(side, workload)
+        memory = {}
+        for side in publishers:
+            assert side.child is not None
+            growth = side.child.rss_kib() - rss_before[side.label]
+            memory[side.label] = (
+                growth,
+                side.child.traced_peak(self.prepare(workload), workload.name),
+            )
+        report(workload, self.sides, memory)
 
-    def traced_publish(self, workload: Workload, round_number: int) -> int:
-        """Peak bytes of Python allocations during one untimed publish."""
-        source = self.prepare(workload, round_number)
-        tracemalloc.start()
-        try:
-            tracemalloc.reset_peak()
-            self.publisher.publish(source, workload.name)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        return peak
-
-    def run(self, workload: Workload, rounds: int, first_round: int) -> int:
-        rss_before = _peak_rss_kib()
-        results = [
-            self.one_round(workload, first_round + index, publish_first=index % 2 == 0)
-            for index in range(rounds)
-        ]
-        rss_growth_kib = _peak_rss_kib() - rss_before
-        traced_peak = self.traced_publish(workload, first_round + rounds)
-        report(workload, results, rss_growth_kib, traced_peak)
-        return first_round + rounds + 1
+    def close(self) -> None:
+        for side in self.sides:
+            if side.child is not None:
+                side.child.close()
 
 
 def _ms(ns: float) -> str:
@@ -301,40 +300,53 @@ def _mbps(size: int, ns: float) -> str:
     return f"{size / 1e6 / (ns / 1e9):.0f} MB/s"
 
 
-def report(workload: Workload, results: list[Round], rss_growth_kib: int, traced: int) -> None:
-    publish = statistics.median(r.publish_ns for r in results)
-    baseline = statistics.median(r.baseline_ns for r in results)
-    ratios = [r.ratio for r in results]
+def report(workload: Workload, sides: list[Side], memory: dict[str, tuple[int, int]]) -> None:
+    raw = sides[0]
+    raw_median = statistics.median(raw.samples)
     size = workload.total_bytes
-    print(f"{workload.label}, {len(results)} rounds:")
-    print(f"  publish  median {_ms(publish)} ({_mbps(size, publish)})")
-    print(f"  baseline median {_ms(baseline)} ({_mbps(size, baseline)})")
-    print(
-        f"  ratio baseline/publish {baseline / publish:.3f}"
-        f" (per round {min(ratios):.3f}-{max(ratios):.3f})"
-    )
-    shown = ", ".join(f"{'P' if r.publish_first else 'B'} {r.ratio:.3f}" for r in results)
-    print(f"  per round, P = publish measured first, B = baseline first: {shown}")
-    if workload.file_count > 1:
-        per_file = (publish - baseline) / workload.file_count
-        print(f"  publish overhead per file {per_file / 1e3:.1f} us")
-    print(
-        f"  memory: peak RSS growth {rss_growth_kib / 1024:.1f} MiB over the rounds,"
-        f" Python peak {traced / 2**20:.1f} MiB in one publish (payload {size / 2**20:.1f} MiB)"
-    )
+    print(f"{workload.label}, {len(raw.samples)} rounds, medians:")
+    print(f"  {raw.label:16} {_ms(raw_median):>11} ({_mbps(size, raw_median)})")
+    medians = {}
+    for side in sides[1:]:
+        median = statistics.median(side.samples)
+        medians[side.label] = median
+        ratios = [r / p for r, p in zip(raw.samples, side.samples, strict=True)]
+        line = (
+            f"  {side.label:16} {_ms(median):>11} ({_mbps(size, median)}),"
+            f" ratio raw/publish {raw_median / median:.3f}"
+            f" (per round {min(ratios):.3f}-{max(ratios):.3f})"
+        )
+        if workload.file_count > 1:
+            line += f", overhead {(median - raw_median) / workload.file_count / 1e3:.1f} us/file"
+        print(line)
+    if "publish before" in medians:
+        speedup = medians["publish before"] / medians["publish after"]
+        print(f"  after is {speedup:.2f}x as fast as before")
+    for label, (growth_kib, traced) in memory.items():
+        print(
+            f"  memory, {label}: peak RSS growth {growth_kib / 1024:.1f} MiB over the rounds,"
+            f" Python peak {traced / 2**20:.1f} MiB in one publish (payload {size / 2**20:.1f} MiB)"
+        )
 
 
-# --- where the time goes --------------------------------------------------------------------
+# --- where the time goes (the package this script imports, in this process) ----------------
 
 
-def profile_publish(bench: Bench, workload: Workload, round_number: int) -> None:
-    source = bench.prepare(workload, round_number)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    bench.publisher.publish(source, workload.name)
-    profiler.disable()
-    print(f"cProfile of one publish, {workload.label}, top 10 by cumulative time:")
-    pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(10)
+def profile_publish(work: str, workload: Workload, bench: Bench) -> None:
+    root = os.path.join(work, "store-profile")
+    if not os.path.exists(root):
+        os.mkdir(root)
+    publisher = Publisher(root)
+    try:
+        source = bench.prepare(workload)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        publisher.publish(source, workload.name)
+        profiler.disable()
+    finally:
+        publisher.close()
+    print(f"cProfile of one publish, {workload.label}, top 12 by internal time:")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(12)
 
 
 def _pipeline(path: str, hashes: int, threaded: bool) -> None:
@@ -383,8 +395,8 @@ def _overlapped(fd: int, first: hashlib._Hash, second: hashlib._Hash) -> None:
         worker.join()
 
 
-def breakdown(bench: Bench, workload: Workload, rounds: int, round_number: int) -> None:
-    source = bench.prepare(workload, round_number)
+def breakdown(bench: Bench, workload: Workload, rounds: int) -> None:
+    source = bench.prepare(workload)
     cases: dict[str, Callable[[], None]] = {
         "read + fsync": lambda: _pipeline(source, 0, False),
         "read + 1 sha256 + fsync (baseline)": lambda: _pipeline(source, 1, False),
@@ -414,12 +426,17 @@ def breakdown(bench: Bench, workload: Workload, rounds: int, round_number: int) 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 5; 2 quick)")
-    parser.add_argument("--large-mib", type=int, default=None, help="large file MiB (256)")
+    parser.add_argument("--large-mib", type=int, default=None, help="large file MiB (256; 0 skips)")
     parser.add_argument("--files", type=int, default=None, help="small-file count (10000)")
     parser.add_argument("--small-bytes", type=int, default=4096, help="small-file size (4096)")
     parser.add_argument("--dir", default=None, help="parent of the temporary directory")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, runs in seconds")
-    parser.add_argument("--profile", action="store_true", help="profile the large file")
+    parser.add_argument("--profile", action="store_true", help="profile this package's publish")
+    parser.add_argument(
+        "--before",
+        default=_BEFORE_DEFAULT,
+        help=f"the package before the change, first on PYTHONPATH ({_BEFORE_DEFAULT}); '' skips",
+    )
     parser.add_argument(
         "--late-names", action="store_true", help="payload names sorting after manifest.json"
     )
@@ -429,26 +446,33 @@ def main(argv: list[str] | None = None) -> None:
         options.large_mib if options.large_mib is not None else (2 if options.quick else 256)
     )
     count = options.files if options.files is not None else (200 if options.quick else 10_000)
-    if rounds < 1 or large_mib < 1 or count < 1 or options.small_bytes < 0:
+    if rounds < 1 or large_mib < 0 or count < 1 or options.small_bytes < 0:
         parser.error("sizes and rounds must be positive")
+    before = options.before or None
+    if before is not None and not os.path.isdir(os.path.join(before, "runstore")):
+        print(f"bench_publish: no package at {before}/runstore: the before column is left out")
+        before = None
     prefix = "zdata" if options.late_names else "data"
-    large = large_workload(large_mib * 2**20, f"{prefix}.bin")
-    small = small_workload(count, options.small_bytes, prefix)
+    workloads = [small_workload(count, options.small_bytes, prefix)]
+    if large_mib:
+        workloads.insert(0, large_workload(large_mib * 2**20, f"{prefix}.bin"))
 
     work = tempfile.mkdtemp(prefix="bench-publish-", dir=options.dir)
     print(
-        f"bench_publish: {work}, chunk {CHUNK} B, {os.cpu_count()} CPUs,"
-        f" payload names {large.name!r} and {small.name!r}/..."
+        f"bench_publish: {work}, {os.cpu_count()} CPUs, payload names"
+        f" {', '.join(repr(w.name) for w in workloads)}, sides in rotating order:"
     )
-    bench = Bench(work)
+    bench = Bench(work, before)
     try:
-        next_round = bench.run(large, rounds, 0)
-        next_round = bench.run(small, rounds, next_round)
+        for workload in workloads:
+            bench.run(workload, rounds)
         if options.profile:
-            profile_publish(bench, large, next_round)
-            breakdown(bench, large, rounds, next_round + 1)
+            for workload in workloads:
+                profile_publish(work, workload, bench)
+            if large_mib:
+                breakdown(bench, workloads[0], rounds)
     finally:
-        bench.publisher.close()
+        bench.close()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -7,9 +7,9 @@ The mutations (each replaces one text that must occur exactly once in its file):
 * ``publication-rename-sync``: no directory sync of ``artifacts/`` after a publication's
   rename (``impl/store/publication/publish.py``);
 * ``object-file-fsync``: the object's files are not fsynced before its manifest is written
-  (``impl/store/publication/objects.py``);
+  (``impl/store/publication/file_pass.py``, with or without a sync lane);
 * ``root-sync-after-database``: the store root is not synced after the database is created
-  (``impl/store/run_store.py``).
+  (``impl/store/store_open.py``).
 
 For each, the scratch tree is ``<tmp>/runstore`` (the package as it is installed,
 ``tools/package_map.py``), and the power-loss check runs in a subprocess with
@@ -63,16 +63,16 @@ MUTATIONS = (
     ),
     Mutation(
         "object-file-fsync",
-        "impl/store/publication/objects.py",
-        "        if sync:\n            _fsync_fd(fd, absolute)\n    finally:\n"
-        "        os.close(fd)\n    return digest.hexdigest(), stamp(before)",
-        "        if False:\n            _fsync_fd(fd, absolute)\n    finally:\n"
-        "        os.close(fd)\n    return digest.hexdigest(), stamp(before)",
+        "impl/store/publication/file_pass.py",
+        "        if sync and lane is not None:\n            lane.submit(fd, absolute)\n"
+        "            fd = -1\n        elif sync:\n            fsync_fd(fd, absolute)\n",
+        "        if False:\n            lane.submit(fd, absolute)\n"
+        "            fd = -1\n        elif False:\n            fsync_fd(fd, absolute)\n",
         "publish_artifact",
     ),
     Mutation(
         "root-sync-after-database",
-        "impl/store/run_store.py",
+        "impl/store/store_open.py",
         "            durable.fsync_dir(root)\n        except OSError as exc:\n"
         '            raise DurabilityError(f"cannot sync the new schema',
         "            pass\n        except OSError as exc:\n"

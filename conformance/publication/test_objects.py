@@ -84,7 +84,7 @@ MIXED: Spec = {
     "caf\u00e9/\u65e5\u672c.txt": "\u65e5\u672c".encode(),
     "empty.txt": b"",
     "m/deep/er/x": b"x",
-    "zeta.bin": bytes(range(256)) * (MIB // 64),  # after manifest.json, read twice
+    "zeta.bin": bytes(range(256)) * (MIB // 64),  # after manifest.json, kept from one read
     "\u00fcber": b"after manifest.json",
 }
 

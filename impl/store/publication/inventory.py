@@ -60,6 +60,25 @@ def stamp(status: os.stat_result) -> Stamp:
 
 
 def walk(object_dir: str, reserved: Collection[str]) -> tuple[Inventory, dict[str, Stamp]]:
+    """The inventory of ``object_dir`` (refusing as :func:`scan` does) and each file's stamp."""
+    directories, stamps = listing(object_dir, reserved)
+    files = [
+        InventoryFile(path=path, size=found[1], executable=is_executable(found[2]))
+        for path, found in stamps.items()
+    ]
+    directories.sort(key=path_order)
+    files.sort(key=lambda file: path_order(file.path))
+    return Inventory(directories=tuple(directories), files=tuple(files)), stamps
+
+
+def listing(
+    object_dir: str, reserved: Collection[str], known: Collection[str] = ()
+) -> tuple[list[str], dict[str, Stamp]]:
+    """Walk ``object_dir`` without following links: its directories (unsorted) and the stamp
+    of each regular file, refusing as :func:`scan` does. A path in ``known`` was checked
+    against the name rules by an earlier walk and is not checked again (a rescan checks
+    only what is new). One ``lstat`` per regular file; a directory's type comes from the
+    listing itself where the filesystem reports it."""
     try:
         root_status = os.lstat(object_dir)
     except OSError as error:
@@ -67,41 +86,62 @@ def walk(object_dir: str, reserved: Collection[str]) -> tuple[Inventory, dict[st
     if not stat.S_ISDIR(root_status.st_mode):
         raise UnsafeEntryError("object directory is not a directory")
     directories: list[str] = []
-    files: list[InventoryFile] = []
     stamps: dict[str, Stamp] = {}
     pending = [""]
     while pending:
         relative = pending.pop()
-        absolute = os.path.join(object_dir, relative) if relative else object_dir
+        absolute = f"{object_dir}/{relative}" if relative else object_dir
+        prefix = f"{relative}/" if relative else ""
         try:
-            with os.scandir(absolute) as listing:
-                children = [(entry.name, entry.stat(follow_symlinks=False)) for entry in listing]
+            with os.scandir(absolute) as entries:
+                children = list(entries)
         except OSError as error:
             shown = repr(relative or ".")[:120]
             raise UnsafeEntryError(f"{shown} cannot be listed: {error.strerror}") from None
         if relative and not children:
             raise UnsafeEntryError(f"{relative!r:.120} is an empty directory")
-        for name, status in children:
-            path = f"{relative}/{name}" if relative else name
-            if not relative and name in reserved:
+        for entry in children:
+            path = prefix + entry.name
+            if not relative and entry.name in reserved:
                 raise UnsafeEntryError(f"{path!r:.120} is a runtime-owned name")
-            check_entry_name(path)
-            mode = status.st_mode
-            if stat.S_ISDIR(mode):
+            if path not in known:
+                check_entry_name(path)
+            try:
+                is_directory = entry.is_dir(follow_symlinks=False)
+                status = None if is_directory else entry.stat(follow_symlinks=False)
+            except OSError as error:
+                raise UnsafeEntryError(f"{path!r:.120} cannot be read: {error.strerror}") from None
+            if status is None:
                 directories.append(path)
                 pending.append(path)
-            elif stat.S_ISREG(mode):
-                files.append(
-                    InventoryFile(path=path, size=status.st_size, executable=is_executable(mode))
-                )
-                stamps[path] = stamp(status)
+                continue
+            mode = status.st_mode
+            if stat.S_ISREG(mode):
+                stamps[path] = (status.st_ino, status.st_size, mode, status.st_mtime_ns)
             elif stat.S_ISLNK(mode):
                 raise UnsafeEntryError(f"{path!r:.120} is a symbolic link")
+            elif stat.S_ISDIR(mode):  # the listing gave no type; lstat says directory
+                directories.append(path)
+                pending.append(path)
             else:
                 raise UnsafeEntryError(f"{path!r:.120} is a special file")
-    directories.sort(key=path_order)
-    files.sort(key=lambda file: path_order(file.path))
-    return Inventory(directories=tuple(directories), files=tuple(files)), stamps
+    return directories, stamps
+
+
+def first_difference(expected: Inventory, found: Inventory) -> str:
+    """The first difference between two inventories, in path order, as a phrase."""
+    want = {path: "directory" for path in expected.directories}
+    want.update({f.path: f"file of {f.size} bytes, exec={f.executable}" for f in expected.files})
+    have = {path: "directory" for path in found.directories}
+    have.update({f.path: f"file of {f.size} bytes, exec={f.executable}" for f in found.files})
+    for path in sorted(want.keys() | have.keys(), key=path_order):
+        if path not in have:
+            return f"{path!r:.120} is missing"
+        if path not in want:
+            return f"{path!r:.120} is an extra entry"
+        if want[path] != have[path]:
+            return f"{path!r:.120} is a {have[path]}, not a {want[path]}"
+    return "no difference"
 
 
 def is_executable(mode: int) -> bool:

@@ -2,10 +2,10 @@
 publication (SPEC.md section 12.4, "Completing and verifying an object").
 
 Rules of this file: the filesystem work between a populated stage and a rename. Walks never
-follow links (``os.scandir``/``os.lstat``; files are opened with ``O_NOFOLLOW``), every
-fsync goes through :mod:`runstore.durable`, and no database is touched. Bytes are read in
-1 MiB chunks, never a whole file at once. Formats come from :mod:`runstore.manifest` and
-:mod:`runstore.tree_hash`.
+follow links (:mod:`runstore.store.publication.inventory`); each file is opened, read,
+checked and synced in one pass by :mod:`runstore.store.publication.file_pass`, every fsync
+goes through :mod:`runstore.durable`, and no database is touched. Formats come from
+:mod:`runstore.manifest` and :mod:`runstore.tree_hash`.
 
 Errors: an entry the publisher refuses (symbolic link, FIFO, socket, device, empty
 directory, unsafe or non-UTF-8 name, a caller-written runtime name) is ``unsafe_entry``;
@@ -15,62 +15,79 @@ it back, any defect :func:`verify` finds) is ``artifact_corrupt``; a failed writ
 is ``durability_failed`` and nothing after it is done. :func:`verify` reports unsafe entries
 as ``artifact_corrupt`` too: in a completed object they are corruption.
 
-Reading each byte once where possible: the manifest needs each file's SHA-256, and the
-tree transcript needs the same bytes in path order with the manifest's own bytes at the
-position of ``manifest.json``. :func:`complete` therefore streams every file whose path
-sorts before ``manifest.json`` once, feeding both its file digest and the tree transcript.
-A file sorting after ``manifest.json`` is read twice: first for its digest (the manifest
-must exist before the transcript can pass its position), then, once the manifest is
-written, for the transcript; the second read's digest must equal the first.
+Reading each byte once: the manifest needs each file's SHA-256, and the tree transcript
+needs the same bytes in path order with the manifest's own bytes at the position of
+``manifest.json``. :func:`complete` therefore reads every payload file once, in transcript
+order, feeding its file digest and, for a path sorting before ``manifest.json``, the
+transcript. A file sorting after ``manifest.json`` cannot reach the transcript until the
+manifest exists: its bytes are kept from that one read (up to :data:`LATE_KEEP_BYTES` in
+all) and fed after the manifest is written; only a file beyond that budget is read a second
+time, and that read's digest must equal the first. Runtime files are hashed from the bytes
+written, never read back.
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import hashlib
 import os
-import stat
-from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
-from concurrent.futures import Future
-from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 import attrs
-from runstore import durable
 from runstore.canonical import MAX_SAFE_INTEGER
 from runstore.enums import ArtifactKind
 from runstore.errors import ArtifactCorruptError
-from runstore.errors import DurabilityError
 from runstore.errors import InvalidRecordError
 from runstore.errors import OutOfRangeError
 from runstore.errors import UnsafeEntryError
 from runstore.manifest import MANIFEST_NAME
 from runstore.manifest import ManifestFile
+from runstore.manifest import built_manifest_bytes
 from runstore.manifest import check_entry_name
-from runstore.manifest import manifest_bytes
 from runstore.manifest import manifest_sha256
 from runstore.manifest import parse_manifest
 from runstore.manifest import path_order
 from runstore.records import ArtifactRegistration
+from runstore.store.publication.file_pass import CHUNK
+from runstore.store.publication.file_pass import OVERLAP_MIN
+from runstore.store.publication.file_pass import SyncLane
+from runstore.store.publication.file_pass import fsync_dir
+from runstore.store.publication.file_pass import read_file
+from runstore.store.publication.file_pass import read_whole
+from runstore.store.publication.file_pass import write_new
 from runstore.store.publication.inventory import Inventory
 from runstore.store.publication.inventory import InventoryFile
 from runstore.store.publication.inventory import Stamp
-from runstore.store.publication.inventory import is_executable
+from runstore.store.publication.inventory import first_difference
+from runstore.store.publication.inventory import listing
 from runstore.store.publication.inventory import scan
-from runstore.store.publication.inventory import stamp
 from runstore.store.publication.inventory import walk
 from runstore.tree_hash import TreeHasher
 from runstore.validation import check_digest
 
-CHUNK: Final = 1 << 20
-"""Read size: 1 MiB."""
+__all__ = [
+    "CHUNK",
+    "OVERLAP_MIN",
+    "CompletedObject",
+    "Inventory",
+    "InventoryFile",
+    "complete",
+    "first_difference",
+    "scan",
+    "verify",
+]
 
-__all__ = ["CompletedObject", "Inventory", "InventoryFile", "complete", "scan", "verify"]
+LANE_MIN_FILES: Final = 16
+"""Payloads of at least this many files are synced through a
+:class:`~runstore.store.publication.file_pass.SyncLane` (each fsync overlapping the reading
+of the next files); smaller ones, where there is nothing to overlap, file by file."""
 
-_READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-_CREATE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+LATE_KEEP_BYTES: Final = 64 * CHUNK
+"""Bytes of files sorting after ``manifest.json`` that :func:`complete` keeps in memory
+from their one read (64 MiB in all); a late file beyond this budget is read twice."""
+
 _MANIFEST_KEY: Final = path_order(MANIFEST_NAME)
 
 
@@ -85,131 +102,7 @@ class CompletedObject:
     files: tuple[ManifestFile, ...]
 
 
-# --- durability and reading -----------------------------------------------------------------
-
-
-def _fsync_fd(fd: int, label: str) -> None:
-    try:
-        durable.fsync_fd(fd, label)
-    except OSError as error:
-        raise DurabilityError(f"fsync of {label} failed: {error.strerror}") from None
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        durable.fsync_dir(path)
-    except OSError as error:
-        raise DurabilityError(f"fsync of directory {path} failed: {error.strerror}") from None
-
-
-def _write_new(path: str, data: bytes) -> None:
-    """Create ``path`` (never replacing anything), write ``data`` fully, fsync it."""
-    try:
-        fd = os.open(path, _CREATE_FLAGS, 0o644)
-    except FileExistsError:
-        raise ArtifactCorruptError(f"{path} appeared while the object was completed") from None
-    except OSError as error:
-        raise DurabilityError(f"creating {path} failed: {error.strerror}") from None
-    try:
-        view = memoryview(data)
-        while view:
-            try:
-                written = os.write(fd, view)
-            except OSError as error:
-                raise DurabilityError(f"writing {path} failed: {error.strerror}") from None
-            view = view[written:]
-        _fsync_fd(fd, path)
-    finally:
-        os.close(fd)
-
-
-def _stream(
-    object_dir: str,
-    file: InventoryFile,
-    *,
-    sync: bool,
-    tree: TreeHasher | None = None,
-    expected: Stamp | None = None,
-) -> tuple[str, Stamp]:
-    """Read ``file`` once in chunks, feeding ``tree`` when given; check it is the regular
-    file of the inventory's size (and ``expected``, when given) before and after; fsync the
-    same descriptor when ``sync``. Returns its SHA-256 and the stamp it was read under."""
-    absolute = os.path.join(object_dir, file.path)
-    try:
-        fd = os.open(absolute, _READ_FLAGS)
-    except OSError as error:
-        reason = "became a symbolic link" if error.errno == errno.ELOOP else error.strerror
-        raise ArtifactCorruptError(f"{file.path!r:.120} cannot be read: {reason}") from None
-    try:
-        before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode) or before.st_size != file.size:
-            raise ArtifactCorruptError(f"{file.path!r:.120} is not the file of size {file.size}")
-        if is_executable(before.st_mode) != file.executable or (
-            expected and stamp(before) != expected
-        ):
-            raise ArtifactCorruptError(f"{file.path!r:.120} changed after it was scanned")
-        digest = hashlib.sha256()
-        total = 0
-        with _DigestLane(active=tree is not None and file.size >= OVERLAP_MIN) as lane:
-            while chunk := _read(fd, file.path):
-                total += len(chunk)
-                if total > file.size:
-                    raise ArtifactCorruptError(f"{file.path!r:.120} grew while it was read")
-                lane.update(digest.update, chunk)
-                if tree is not None:
-                    tree.update(chunk)
-        if total != file.size or stamp(os.fstat(fd)) != stamp(before):
-            raise ArtifactCorruptError(f"{file.path!r:.120} changed while it was read")
-        if sync:
-            _fsync_fd(fd, absolute)
-    finally:
-        os.close(fd)
-    return digest.hexdigest(), stamp(before)
-
-
-OVERLAP_MIN: Final = 4 * CHUNK
-"""Files at least this large feed their own digest on a second thread while the tree hash
-runs on this one (hashlib releases the GIL for large updates), so the two SHA-256 passes
-the formats need overlap on two cores instead of adding up."""
-
-
-class _DigestLane:
-    """Feeds a file's digest chunk by chunk, on one helper thread when ``active`` (at most
-    one chunk in flight, so memory stays two chunks) and inline otherwise. The digest only
-    ever sees its chunks in order: each update waits for the previous one."""
-
-    def __init__(self, *, active: bool) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1) if active else None
-        self._pending: Future[None] | None = None
-
-    def update(self, feed: Callable[[bytes], None], chunk: bytes) -> None:
-        if self._pool is None:
-            feed(chunk)
-            return
-        self._wait()
-        self._pending = self._pool.submit(feed, chunk)
-
-    def _wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
-
-    def __enter__(self) -> _DigestLane:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        try:
-            self._wait()
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-
-
-def _read(fd: int, path: str) -> bytes:
-    try:
-        return os.read(fd, CHUNK)
-    except OSError as error:
-        raise ArtifactCorruptError(f"{path!r:.120} cannot be read: {error.strerror}") from None
+# --- ordering -------------------------------------------------------------------------------
 
 
 def _entries(inventory: Inventory) -> Iterator[tuple[bytes, str, InventoryFile | None]]:
@@ -225,7 +118,7 @@ def _entries(inventory: Inventory) -> Iterator[tuple[bytes, str, InventoryFile |
 def _sync_directories(object_dir: str, directories: tuple[str, ...]) -> None:
     """fsync every directory below the root, deepest first (bottom-up)."""
     for path in sorted(directories, key=lambda p: (-p.count("/"), path_order(p))):
-        _fsync_dir(os.path.join(object_dir, path))
+        fsync_dir(f"{object_dir}/{path}")
 
 
 # --- completing -----------------------------------------------------------------------------
@@ -241,9 +134,10 @@ def complete(
     ``inventory`` is the :func:`scan` of ``object_dir`` (with the runtime names reserved).
     Refuses with ``unsafe_entry``: a runtime file named ``manifest.json``, not a safe
     root-level name, or already in the inventory; with ``artifact_corrupt``: a file whose
-    size or kind differs from the scan or that changes while read, and an inventory that
+    size or kind differs from the scan or that changes while read, an inventory that
     differs when re-scanned before the manifest is written (a new unsafe entry found then is
-    ``unsafe_entry``); with ``out_of_range``: a file over 2**53-1 bytes; with
+    ``unsafe_entry``), and a file sorting after ``manifest.json`` that changed by the time
+    the manifest was written; with ``out_of_range``: a file over 2**53-1 bytes; with
     ``durability_failed``: a failed write or fsync.
     """
     for scanned in inventory.files:
@@ -254,8 +148,9 @@ def complete(
         check_entry_name(name)
         if "/" in name or name == MANIFEST_NAME or name in taken:
             raise UnsafeEntryError(f"runtime file {name!r:.120} is not a free root-level name")
-    for name in sorted(runtime_files, key=path_order):
-        _write_new(os.path.join(object_dir, name), runtime_files[name])
+    read_as: dict[str, Stamp] = {}
+    for name in sorted(runtime_files, key=path_order):  # written and synced here, once
+        read_as[name] = write_new(f"{object_dir}/{name}", runtime_files[name])
     runtime = [
         InventoryFile(path=name, size=len(data), executable=False)
         for name, data in runtime_files.items()
@@ -265,49 +160,25 @@ def complete(
         files=tuple(sorted([*inventory.files, *runtime], key=lambda f: path_order(f.path))),
     )
     tree = TreeHasher(len(expected.directories) + len(expected.files) + 1)
-    digests: dict[str, str] = {}
-    read_as: dict[str, Stamp] = {}
-    late: list[tuple[str, InventoryFile | None]] = []
-    for key, path, file in _entries(expected):
-        if key > _MANIFEST_KEY:
-            late.append((path, file))
-            if file is not None:
-                synced = path not in runtime_files  # written and synced just above
-                digests[path], read_as[path] = _stream(object_dir, file, sync=synced)
-        elif file is None:
-            tree.directory(path)
-        else:
-            tree.file(path, file.executable, file.size)
-            synced = path not in runtime_files
-            digests[path], read_as[path] = _stream(object_dir, file, sync=synced, tree=tree)
+    digests, late = _first_pass(object_dir, expected, runtime_files, read_as, tree)
     _sync_directories(object_dir, expected.directories)
 
     # The callback must have relinquished its writers; a change now would make the manifest
     # describe bytes that are no longer there.
-    rescanned, stamps = walk(object_dir, {MANIFEST_NAME})
-    if rescanned != expected:
-        difference = first_difference(expected, rescanned)
-        raise ArtifactCorruptError(f"inventory changed before the manifest: {difference}")
-    for path, seen in stamps.items():
-        if read_as[path] != seen:
-            raise ArtifactCorruptError(f"{path!r:.120} changed after it was read")
+    known = {*expected.directories, *read_as}
+    directories, stamps = listing(object_dir, {MANIFEST_NAME}, known)
+    if stamps != read_as or set(directories) != set(expected.directories):
+        _refuse_rescan(object_dir, expected, read_as)
     listed = [
         ManifestFile(path=file.path, sha256=digests[file.path], size_bytes=file.size)
         for file in expected.files
     ]
-    manifest = manifest_bytes(listed)
-    _write_new(os.path.join(object_dir, MANIFEST_NAME), manifest)
+    manifest = built_manifest_bytes(listed)
+    write_new(f"{object_dir}/{MANIFEST_NAME}", manifest)
     tree.file(MANIFEST_NAME, False, len(manifest))
     tree.update(manifest)
-    for path, file in late:
-        if file is None:
-            tree.directory(path)
-            continue
-        tree.file(path, file.executable, file.size)
-        again, _ = _stream(object_dir, file, sync=False, tree=tree, expected=stamps[path])
-        if again != digests[path]:
-            raise ArtifactCorruptError(f"{path!r:.120} changed between its two reads")
-    _fsync_dir(object_dir)
+    _feed_late(object_dir, tree, late, digests, stamps)
+    fsync_dir(object_dir)
     return CompletedObject(
         tree_sha256=tree.hexdigest(),
         manifest_sha256=manifest_sha256(manifest),
@@ -316,20 +187,105 @@ def complete(
     )
 
 
-def first_difference(expected: Inventory, found: Inventory) -> str:
-    """The first difference between two inventories, in path order, as a phrase."""
-    want = {path: "directory" for path in expected.directories}
-    want.update({f.path: f"file of {f.size} bytes, exec={f.executable}" for f in expected.files})
-    have = {path: "directory" for path in found.directories}
-    have.update({f.path: f"file of {f.size} bytes, exec={f.executable}" for f in found.files})
-    for path in sorted(want.keys() | have.keys(), key=path_order):
-        if path not in have:
-            return f"{path!r:.120} is missing"
-        if path not in want:
-            return f"{path!r:.120} is an extra entry"
-        if want[path] != have[path]:
-            return f"{path!r:.120} is a {have[path]}, not a {want[path]}"
-    return "no difference"
+Late = list[tuple[str, InventoryFile | None, bytes | None]]
+"""Entries sorting after ``manifest.json``: (path, file or None for a directory, the
+file's bytes when kept from its one read or a runtime file's, else None)."""
+
+
+def _first_pass(
+    object_dir: str,
+    expected: Inventory,
+    runtime_files: Mapping[str, bytes],
+    read_as: dict[str, Stamp],
+    tree: TreeHasher,
+) -> tuple[dict[str, str], Late]:
+    """Every entry in transcript order, up to the manifest's position in ``tree``: each
+    payload file read, hashed and synced once (its stamp added to ``read_as``), each
+    runtime file hashed from its bytes. Returns the digests and the late entries. Every
+    fsync has returned when this returns (a lane is drained on every path)."""
+    digests: dict[str, str] = {}
+    late: Late = []
+    keep_budget = LATE_KEEP_BYTES
+    lane = SyncLane() if len(expected.files) - len(runtime_files) >= LANE_MIN_FILES else None
+    with lane if lane is not None else contextlib.nullcontext():
+        for key, path, file in _entries(expected):
+            is_late = key > _MANIFEST_KEY
+            if file is None:
+                if is_late:
+                    late.append((path, None, None))
+                else:
+                    tree.directory(path)
+                continue
+            if not is_late:
+                tree.file(path, file.executable, file.size)
+            data = runtime_files.get(path)
+            if data is not None:  # a runtime file: written and synced, hashed from memory
+                digests[path] = hashlib.sha256(data).hexdigest()
+                if not is_late:
+                    tree.update(data)
+            else:
+                keep = is_late and file.size <= keep_budget
+                digests[path], read_as[path], data = read_file(
+                    f"{object_dir}/{path}",
+                    file,
+                    sync=True,
+                    tree=None if is_late else tree,
+                    keep=keep,
+                    lane=lane,
+                )
+                if keep:
+                    keep_budget -= file.size
+            if is_late:
+                late.append((path, file, data))
+    return digests, late
+
+
+def _refuse_rescan(object_dir: str, expected: Inventory, read_as: Mapping[str, Stamp]) -> None:
+    """The rescan found a difference: name it (``artifact_corrupt``; a new unsafe entry is
+    ``unsafe_entry`` from the walk)."""
+    rescanned, stamps = walk(object_dir, {MANIFEST_NAME})
+    if rescanned != expected:
+        difference = first_difference(expected, rescanned)
+        raise ArtifactCorruptError(f"inventory changed before the manifest: {difference}")
+    for path, seen in stamps.items():
+        if read_as[path] != seen:
+            raise ArtifactCorruptError(f"{path!r:.120} changed after it was read")
+    raise ArtifactCorruptError("inventory changed before the manifest")
+
+
+def _feed_late(
+    object_dir: str,
+    tree: TreeHasher,
+    late: Late,
+    digests: Mapping[str, str],
+    stamps: Mapping[str, Stamp],
+) -> None:
+    """Feed the entries sorting after ``manifest.json`` to the transcript, once the
+    manifest is in it: kept bytes as they were read (the file must still have the stamp
+    it was read under), the rest read a second time (its digest must not change)."""
+    for path, file, data in late:
+        if file is None:
+            tree.directory(path)
+            continue
+        tree.file(path, file.executable, file.size)
+        if data is not None:
+            tree.update(data)
+            if path in stamps and _lstamp(object_dir, path) != stamps[path]:
+                raise ArtifactCorruptError(f"{path!r:.120} changed after it was read")
+            continue
+        again, _, _ = read_file(
+            f"{object_dir}/{path}", file, sync=False, tree=tree, expected=stamps[path]
+        )
+        if again != digests[path]:
+            raise ArtifactCorruptError(f"{path!r:.120} changed between its two reads")
+
+
+def _lstamp(object_dir: str, path: str) -> Stamp | None:
+    try:
+        status = os.lstat(f"{object_dir}/{path}")
+    except OSError:
+        return None
+    return (status.st_ino, status.st_size, status.st_mode, status.st_mtime_ns)
 
 
 # --- verifying ------------------------------------------------------------------------------
@@ -377,12 +333,14 @@ def verify(object_dir: str, *, sync: bool) -> CompletedObject:
             tree.update(manifest)
         else:
             tree.file(path, file.executable, file.size)
-            digest, _ = _stream(object_dir, file, sync=sync, tree=tree, expected=stamps[path])
+            digest, _, _ = read_file(
+                f"{object_dir}/{path}", file, sync=sync, tree=tree, expected=stamps[path]
+            )
             if digest != by_path[path].sha256:
                 raise ArtifactCorruptError(f"{path!r:.120} does not match its manifest digest")
     if sync:
         _sync_directories(object_dir, found.directories)
-        _fsync_dir(object_dir)
+        fsync_dir(object_dir)
     return CompletedObject(
         tree_sha256=tree.hexdigest(),
         manifest_sha256=manifest_sha256(manifest),
@@ -392,22 +350,8 @@ def verify(object_dir: str, *, sync: bool) -> CompletedObject:
 
 
 def _read_manifest(object_dir: str, file: InventoryFile, *, sync: bool) -> bytes:
-    """Read ``manifest.json`` whole (it is parsed as one document, so it is held in memory
-    anyway), fsyncing the same descriptor when ``sync``."""
-    chunks: list[bytes] = []
-    absolute = os.path.join(object_dir, file.path)
-    try:
-        fd = os.open(absolute, _READ_FLAGS)
-    except OSError as error:
-        raise ArtifactCorruptError(f"manifest.json cannot be read: {error.strerror}") from None
-    try:
-        while chunk := _read(fd, file.path):
-            chunks.append(chunk)
-        if sync:
-            _fsync_fd(fd, absolute)
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
+    """Read ``manifest.json`` whole, fsyncing the same descriptor when ``sync``."""
+    data = read_whole(f"{object_dir}/{file.path}", MANIFEST_NAME, sync=sync)
     if len(data) != file.size:
         raise ArtifactCorruptError("manifest.json changed while it was read")
     return data

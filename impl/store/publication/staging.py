@@ -145,9 +145,14 @@ class Stage:
 
 def create_stage(root: str) -> Stage:
     """Create ``artifacts/.staging-<token>/`` (0700) with its locked ``lock`` file and an
-    empty ``object/``, then sync the stage directory and ``artifacts/``. The caller holds
-    the recovery lock shared. On failure nothing of the stage is left behind (best effort)
-    and the error is raised (``durability_failed``)."""
+    empty ``object/``, then sync ``artifacts/`` (the stage's entry, so that recovery finds
+    the stage after a power loss once its lease commits). The stage directory itself is not
+    synced: nothing in it needs to survive a power loss (a stage without ``lock`` counts
+    as free, and recovery removes a stage whole), and the object made in it is made durable
+    at its address by its own syncs and the sync of ``artifacts/`` after the rename (SPEC.md
+    section 11, step 2). The caller holds the recovery lock shared. On failure nothing of
+    the stage is left behind (best effort) and the error is raised
+    (``durability_failed``)."""
     parent = artifacts_directory(root)
     token = new_token()
     path = os.path.join(parent, STAGE_PREFIX + token)
@@ -163,7 +168,6 @@ def create_stage(root: str) -> Stage:
         if not durable.flock(stage.lock_fd, lock_path, exclusive=True):
             raise OSError(errno.EAGAIN, "the new stage's lock is held elsewhere", lock_path)
         durable.create_directory(stage.object_path, 0o700)
-        durable.fsync_dir(path)
         durable.fsync_dir(parent)
     except OSError as exc:
         remove_stage(stage)
