@@ -64,7 +64,15 @@ def _time(name: str, value: object) -> RunStoreError | None:
 
 
 def _text(name: str, value: object) -> RunStoreError | None:
-    return None if isinstance(value, str) else _refusal(name, "a str", value)
+    """A ``str`` that is Unicode text: a lone surrogate (``"\\udc80"``) has no UTF-8 form,
+    so the store could not keep it."""
+    if not isinstance(value, str):
+        return _refusal(name, "a str", value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return InvalidRecordError(f"{name} must be Unicode text, not a str with a lone surrogate")
+    return None
 
 
 def _flag(name: str, value: object) -> RunStoreError | None:

@@ -22,6 +22,7 @@ from typing import Literal
 from runstore.errors import BusyError
 from runstore.errors import ConnectionSettingsError
 from runstore.errors import DatabaseError
+from runstore.errors import InvalidRecordError
 
 Phase = Literal["before", "after"]
 Observer = Callable[[Phase, str], None]
@@ -52,6 +53,8 @@ def execute(connection: sqlite3.Connection, sql: str, params: Params = ()) -> li
         rows: list[Row] = connection.execute(sql, params).fetchall()
     except UnicodeDecodeError as error:
         raise undecodable(error) from None
+    except UnicodeEncodeError:
+        raise unencodable() from None
     if _observer is not None:
         _observer("after", sql)
     return rows
@@ -67,6 +70,8 @@ def iterate(connection: sqlite3.Connection, sql: str, params: Params = ()) -> It
         cursor = connection.execute(sql, params)
     except UnicodeDecodeError as error:
         raise undecodable(error) from None
+    except UnicodeEncodeError:
+        raise unencodable() from None
     try:
         # Not ``yield from``: closing this generator would then close the cursor, which
         # raises once the connection is closed.
@@ -90,6 +95,13 @@ def undecodable(error: UnicodeDecodeError) -> sqlite3.DatabaseError:
     ``sqlite3.DatabaseError`` handles this one too, instead of a raw UnicodeDecodeError."""
     shown = bytes(error.object).decode("utf-8", "backslashreplace")
     return sqlite3.DatabaseError(shown)
+
+
+def unencodable() -> InvalidRecordError:
+    """A parameter Python could not encode for SQLite: text with a lone surrogate, which
+    has no UTF-8 form. The argument checks refuse such text first; this keeps any path
+    they do not cover typed too (the statement never ran)."""
+    return InvalidRecordError("a value to store is not Unicode text (it holds a lone surrogate)")
 
 
 def scalar(connection: sqlite3.Connection, sql: str, params: Params = ()) -> Any:

@@ -3,18 +3,20 @@
 One **lifecycle** is what the coordinator does for one slot whose worker is a no-op, in
 process, with the real clock (``time.time_ns``): its share of ``coordinator.register``
 (the timed rounds register one campaign of ``--slots`` new candidates at once, as ``run``
-registers a campaign: one read of what is already registered, then each slot's rows;
-one-shot measurement slots, one problem, no input files), ``attempt.start`` (reserve,
-advance to executing) and ``attempt.finish`` with the ``WorkResult`` a worker that only wrote
+registers a campaign: one read of what is already registered, then the slots' rows in
+chunks; one-shot measurement slots, one problem, no input files), ``attempt.start`` (one
+write batch: reserve, advance to executing) and ``attempt.finish`` with the ``WorkResult``
+a worker that only wrote
 ``result.json`` gives (exit 0, empty logs, a ``result.json`` distinct per lifecycle so
 that every observation artifact is a new object, and no environment document: a run
 publishes its environment artifact once, at its first attempt, and a later attempt adds
 only its ``environment`` reference row, which this mix leaves out; SPEC.md section 15.4,
-"What one accepted result costs"): validating, ``publish_artifact`` of the
-observation, ``begin_finalization``, ``register_observation``, ``publish_finalization`` of
-``Accepted`` with the attempt artifact. ``--path run_campaign`` instead runs each one-slot
-campaign through ``coordinator.run_campaign`` with an executor whose handles are done at
-once (adds the scheduler's progress reads and the summary).
+"What one accepted result costs"): ``publish_artifact`` of the observation, one write
+batch of validating, ``begin_finalization`` and ``register_observation``,
+``publish_finalization`` of ``Accepted`` with the attempt artifact. ``--path
+run_campaign`` instead runs each one-slot campaign through ``coordinator.run_campaign``
+with an executor whose handles are done at once (adds the scheduler's progress reads and
+the summary).
 
 **The mix.** One more lifecycle (a one-slot campaign), untimed, runs with both seams'
 observers installed (``runstore.sql.install_observer`` and
