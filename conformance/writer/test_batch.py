@@ -283,20 +283,9 @@ def test_a_batch_holds_at_most_max_steps(world: World) -> None:
     fixture = world.registered(*ONE_SHOT, name="a")
     batch = WriteBatch()
     lease = sc.lease("l1", 10_000)
+    guard = _attempt_of(world, fixture)
     for _ in range(MAX_STEPS):
-        batch.renew(
-            OwnedAttempt(
-                attempt_id=run_attempt_id(fixture.slot_id, 0),
-                slot_id=fixture.slot_id,
-                retry_index=0,
-                state=AttemptState.RESERVED,
-                revision=0,
-                owner_token=sc.OWNER,
-                lease_id=lease.lease_id,
-            ),
-            5_000,
-            1,
-        )
+        batch.renew(guard, 5_000, 1)
     with pytest.raises(RunStoreError) as info:
         batch.reserve(fixture.slot_id, FirstAttempt(), lease, 1)
     assert info.value.code == "invalid_record"
