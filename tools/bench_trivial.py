@@ -8,7 +8,8 @@ default 3) times, in an order that alternates between rounds, as whole commands:
 
 - **runstore**: ``python -m runstore.cli run campaign.toml --store <fresh> --init -j J
   --json`` (one candidate, one problem, ``repetitions`` = slots: every slot a one-shot
-  measurement), its output discarded; registration, recovery of nothing, every attempt's
+  measurement; over 1,000 slots, a grid of problems with 1,000 repetitions or fewer
+  each), its output discarded; registration, recovery of nothing, every attempt's
   durable lifecycle and the summary included, as a user runs it;
 - **old** (with ``--old PATH``): the same command with ``PATH`` first on ``PYTHONPATH`` (a
   directory holding another checkout's package as ``runstore/``), the "before" column;
@@ -35,6 +36,9 @@ import sys
 import tempfile
 import time
 
+MAX_REPETITIONS = 1000
+"""A campaign's most repetitions: more slots are that many problems (a grid) of fewer."""
+
 WORKER = 'printf \'{"metrics":{"x":1}}\' > "$RUNSTORE_OUTPUT_DIR/result.json"\n'
 
 CAMPAIGN = """[campaign]
@@ -54,6 +58,7 @@ files = ["worker.sh"]
 
 [[problems]]
 name = "p"
+grid = {{ n = {grid} }}
 """
 
 
@@ -91,8 +96,11 @@ def runstore_side(
 def measure(
     folder: str, slots: int, jobs: int, rounds: int, old: str | None
 ) -> dict[str, list[float]]:
+    problems = -(-slots // MAX_REPETITIONS)
+    if slots % problems:
+        raise SystemExit(f"--slots {slots}: over {MAX_REPETITIONS}, give a multiple of {problems}")
     with open(os.path.join(folder, "campaign.toml"), "w") as file:
-        file.write(CAMPAIGN.format(slots=slots))
+        file.write(CAMPAIGN.format(slots=slots // problems, grid=list(range(problems))))
     parallel = ensure_parallel()
     sides = ["runstore", "parallel", *(["old"] if old else [])]
     times: dict[str, list[float]] = {side: [] for side in sides}
