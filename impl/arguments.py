@@ -64,10 +64,16 @@ def _time(name: str, value: object) -> RunStoreError | None:
 
 
 def _text(name: str, value: object) -> RunStoreError | None:
-    """A ``str`` that is Unicode text: a lone surrogate (``"\\udc80"``) has no UTF-8 form,
-    so the store could not keep it."""
-    if not isinstance(value, str):
-        return _refusal(name, "a str", value)
+    return None if isinstance(value, str) else _refusal(name, "a str", value)
+
+
+def _id_text(name: str, value: object) -> RunStoreError | None:
+    """An id looked up as it is (no record's text rule applies to it): a ``str`` that is
+    Unicode text, since a lone surrogate (``"\\udc80"``) has no UTF-8 form to look up."""
+    refusal = _text(name, value)
+    if refusal is not None:
+        return refusal
+    assert isinstance(value, str)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -173,7 +179,7 @@ def reserve_arguments(
     """``reserve``: a str, a ``FirstAttempt``, ``Next`` or ``Retry`` (None is no
     authorization, not a retry), a ``LeaseRequest``, a time."""
     return _first(
-        _text("slot_id", slot_id),
+        _id_text("slot_id", slot_id),
         _instance("authorization", authorization, FirstAttempt, Next, Retry),
         _instance("lease", lease, LeaseRequest),
         _time("now_ns", now_ns),
@@ -390,7 +396,7 @@ def recover_arguments(t_ns: object, disk: object) -> RunStoreError | None:
 def id_list_arguments(name: str, ids: object) -> RunStoreError | None:
     """The coordinator reads' argument: a list or tuple of str (a bare str is refused, not
     read as a sequence of one-character ids)."""
-    return _items(name, ids, _text)
+    return _items(name, ids, _id_text)
 
 
 OPERATIONS: Final[Mapping[str, Callable[..., RunStoreError | None]]] = MappingProxyType(
