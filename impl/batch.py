@@ -44,8 +44,6 @@ U = TypeVar("U")
 MAX_STEPS = 10_000
 """The most steps one batch holds (a longer one is refused with ``invalid_record``)."""
 
-_UNSET: Any = object()
-
 
 class Pending(Generic[T]):
     """The result of one step of a :class:`WriteBatch`, known once the batch committed:
@@ -86,10 +84,6 @@ class Pending(Generic[T]):
     @property
     def batch(self) -> WriteBatch:
         return self._batch
-
-    @property
-    def step(self) -> int:
-        return self._step
 
 
 Guard = OwnedAttempt | Pending[OwnedAttempt]
@@ -199,16 +193,15 @@ class WriteBatch:
 
 
 CHECKS: dict[str, Callable[..., RunStoreError | None]] = {
-    "reserve": arguments.reserve_arguments,
-    "advance": arguments.advance_arguments,
-    "renew": arguments.renew_arguments,
-    "begin_finalization": arguments.begin_finalization_arguments,
-    "register_observation": lambda attempt, observation, artifact, references, *, select, now_ns: (
-        arguments.register_observation_arguments(
-            attempt, observation, artifact, references, select, now_ns
-        )
-    ),
-    "commit_finalization": arguments.commit_finalization_arguments,
+    name: arguments.OPERATIONS[name]
+    for name in (
+        "reserve",
+        "advance",
+        "renew",
+        "begin_finalization",
+        "register_observation",
+        "commit_finalization",
+    )
 }
 """Each operation's argument check (:mod:`runstore.arguments`), the store method's own."""
 

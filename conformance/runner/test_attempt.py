@@ -130,3 +130,41 @@ def test_a_hostile_output_name_is_a_failure_not_an_error() -> None:
     )
     assert [name for name, _ in files] == ["stderr.log", "stdout.log", "worker.json"]
     assert b"outputs_omitted" in files[2][1]
+
+
+def test_a_slot_lost_while_failing_its_inputs_leaves_the_others_of_its_batch_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC.md section 15.4: slots started together share one write batch, and a refusal
+    that says the coordinator lost one of them is that slot's alone. Here the first slot's
+    inputs changed and publishing its failure is refused lease_expired: it comes back as
+    that refusal (its leases no longer renewed), and the second slot is started."""
+    from runstore.errors import LeaseExpiredError
+    from runstore.runner.lease_keeper import LeaseKeeper
+
+    clock = Clock()
+    changed = Failure(code="input_changed", details={"file": "input.bin"})
+    first_inputs = [True]
+
+    def inputs(files: object) -> object:
+        return changed if first_inputs and first_inputs.pop() else ()
+
+    def lost(*_: object, **__: object) -> attempt.Finished:
+        raise LeaseExpiredError("the lease expired while the failure was published")
+
+    monkeypatch.setattr(attempt, "read_inputs", inputs)
+    monkeypatch.setattr(attempt, "fail", lost)
+    with RunStore.open(str(tmp_path)) as store:
+        plans, _, _ = register(store, campaign(candidates=("a",), problems=("p", "q")))
+        keeper = LeaseKeeper(30 * SECOND, clock)
+        begun = attempt.start_many(
+            store,
+            [(plans[0], FirstAttempt()), (plans[1], FirstAttempt())],
+            30 * SECOND,
+            clock,
+            keeper,
+        )
+    assert isinstance(begun[0], LeaseExpiredError)
+    assert isinstance(begun[1], attempt.Started)
+    assert begun[1].guard.state.value == "executing"
+    assert keeper.next_due_ns() == begun[1].started_at_ns + 30 * SECOND // 3  # only it held

@@ -177,6 +177,9 @@ def start_many(
         if isinstance(found, Failure):
             try:
                 begun.append(fail(store, plan, guard, found, None, clock, keeper, now))
+            except RunStoreError as refusal:  # this slot's: the others started still count
+                keeper.release(guard.attempt_id)
+                begun.append(refusal)
             except BaseException:
                 keeper.release(guard.attempt_id)
                 raise

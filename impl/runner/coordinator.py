@@ -69,8 +69,9 @@ MAX_FINISHERS = 8
 """The most finisher threads (each with its own store handle) one run uses: ``--jobs``,
 up to this."""
 
-FINISHING_POLL_NS = 2_000_000
-"""How often the loop looks for ended finishers while it also waits for workers."""
+FINISHING_POLL_NS = 10_000_000
+"""How often the loop looks for ended finishers while it also waits for workers: its
+shortest wait (:meth:`_Loop._timeout_s` never waits less)."""
 
 Finishing = attempt.Finished | RunStoreError
 """What a finisher thread hands back: the committed outcome, or the refusal that says the
@@ -256,8 +257,10 @@ class _Loop:
                 if self.running or not self.finishing:
                     done = self.executor.wait(list(self.running), self._timeout_s())
                 else:  # only finishing: wait for the first to end
-                    concurrent.futures.wait(
-                        self.finishing, self._timeout_s(), concurrent.futures.FIRST_COMPLETED
+                    concurrent.futures.wait(  # no deadline (0.0): until the first ends
+                        self.finishing,
+                        self._timeout_s() or None,
+                        concurrent.futures.FIRST_COMPLETED,
                     )
                     done = set()
                 for handle in done:
@@ -298,20 +301,23 @@ class _Loop:
                     "lease_lost", {**_slot_fields(slot), "attempt": None, "reason": refusal.code}
                 )
             return
+        unexpected: RunStoreError | None = None
         for (slot, _), started in zip(queued, begun, strict=True):
             if isinstance(started, TAKEN):
                 self.report("skipped", {**_slot_fields(slot), "reason": started.code})
-            elif isinstance(started, LOST):  # lost while starting
+            elif isinstance(started, (*LOST, BusyError)):  # lost, or busy past patience
                 self.report(
                     "lease_lost", {**_slot_fields(slot), "attempt": None, "reason": started.code}
                 )
             elif isinstance(started, RunStoreError):
-                raise started
+                unexpected = unexpected or started
             elif isinstance(started, attempt.Finished):
                 self.keeper.release(started.terminal.attempt_id)
                 self._finished(started)
             else:
                 self._running(slot, started)
+        if unexpected is not None:  # the others are running: the loop's stop cancels them
+            raise unexpected
 
     def _running(self, slot: SlotPlan, started: attempt.Started) -> None:
         handle = self.executor.submit(started.order)
