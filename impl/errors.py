@@ -380,3 +380,10 @@ class OptionInvalidError(RunStoreError):
     (such as a failure code ``--retry-code`` does not know). Nothing was done."""
 
     code = "option_invalid"
+
+
+class ImplementationUnavailableError(RunStoreError):
+    """The conformance kit could not drive an implementation: its driver command did not
+    start, or did not answer ``hello`` with this protocol's version (SPEC.md section 18)."""
+
+    code = "implementation_unavailable"

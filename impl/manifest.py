@@ -15,10 +15,12 @@ listing ``manifest.json`` itself.
 Writing refuses a size above 2**53-1 with ``out_of_range`` (JSON cannot carry it exactly,
 so such a file cannot be listed) and a defective file list with ``invalid_record``.
 Reading (:func:`parse_manifest`) is strict and refuses every defect with
-``artifact_corrupt``. Decision: it accepts exactly the bytes :func:`manifest_bytes` writes.
-metewand's optional ``representation`` object and other ``media_type`` values are refused
-on read, because this store never writes them; so every accepted manifest is the unique
-manifest of its file list, ``manifest_bytes(parse_manifest(data)) == data``.
+``artifact_corrupt``, a path that is also another listed path's directory included (``a``
+beside ``a/b``: no tree holds both; SPEC.md 12.2, "Reading is strict"). Decision: it
+accepts exactly the bytes :func:`manifest_bytes` writes. metewand's optional
+``representation`` object and other ``media_type`` values are refused on read, because
+this store never writes them; so every accepted manifest is the unique manifest of its
+file list, ``manifest_bytes(parse_manifest(data)) == data``.
 
 Entry names (:func:`check_entry_name`, ``unsafe_entry``): a relative path of UTF-8 text in
 Unicode NFC (so the manifest path, the on-disk name and the tree-hash path are the same
@@ -122,8 +124,9 @@ def manifest_bytes(files: Iterable[ManifestFile]) -> bytes:
     """The exact manifest bytes listing ``files`` (in any order; they are sorted here).
 
     Refuses with ``invalid_record``: an unsafe path (the name rules), ``manifest.json``
-    itself, a repeated path, a malformed digest, a non-integer or negative size; with
-    ``out_of_range``: a size above 2**53-1.
+    itself or a path under it, a repeated path, a path that is also another path's
+    directory (``a`` beside ``a/b``, which :func:`parse_manifest` refuses), a malformed
+    digest, a non-integer or negative size; with ``out_of_range``: a size above 2**53-1.
     """
     listed = sorted(files, key=lambda file: path_order(file.path))
     seen: set[str] = set()
@@ -132,8 +135,8 @@ def manifest_bytes(files: Iterable[ManifestFile]) -> bytes:
             check_entry_name(file.path)
         except UnsafeEntryError as error:
             raise InvalidRecordError(error.message) from None
-        if file.path == MANIFEST_NAME:
-            raise InvalidRecordError("the manifest does not list manifest.json itself")
+        if file.path.split("/")[0] == MANIFEST_NAME:
+            raise InvalidRecordError("the manifest lists nothing at or under manifest.json")
         if file.path in seen:
             raise InvalidRecordError(f"path {file.path!r:.100} is listed twice")
         seen.add(file.path)
@@ -144,6 +147,9 @@ def manifest_bytes(files: Iterable[ManifestFile]) -> bytes:
             raise OutOfRangeError(
                 f"{file.path!r:.100} has {file.size_bytes} bytes, over 2**53-1: not listable"
             )
+    clash = _listed_directory(listed)
+    if clash is not None:
+        raise InvalidRecordError(f"path {clash!r:.100} is also another listed path's directory")
     return built_manifest_bytes(listed)
 
 
@@ -196,7 +202,31 @@ def parse_manifest(data: bytes) -> tuple[ManifestFile, ...]:
             raise ArtifactCorruptError(
                 f"manifest files are not sorted and unique at {files[index].path!r:.100}"
             )
+    clash = _listed_directory(files)
+    if clash is not None:
+        raise ArtifactCorruptError(
+            f"manifest lists {clash!r:.100} both as a file and as another path's directory"
+        )
     return files
+
+
+def _listed_directory(files: Sequence[ManifestFile]) -> str | None:
+    """The first listed path that is also a directory of another listed path (``a`` beside
+    ``a/b``: no tree holds both), or None. Byte order does not put ``a/b`` right after
+    ``a`` (``a-x`` and ``a.txt`` sort between them), so this collects every parent
+    directory instead of comparing neighbours; each path stops at its first ancestor
+    already collected, so every directory is collected once."""
+    directories: set[str] = set()
+    for file in files:
+        parent = file.path
+        while (cut := parent.rfind("/")) > 0:
+            parent = parent[:cut]
+            if parent in directories:
+                break
+            directories.add(parent)
+    if not directories:
+        return None
+    return next((file.path for file in files if file.path in directories), None)
 
 
 def _parse_file(index: int, item: JSON) -> ManifestFile:
@@ -211,8 +241,8 @@ def _parse_file(index: int, item: JSON) -> ManifestFile:
         check_entry_name(path)
     except UnsafeEntryError as error:
         raise ArtifactCorruptError(f"manifest file {index}: {error.message}") from None
-    if path == MANIFEST_NAME:
-        raise ArtifactCorruptError("manifest lists manifest.json itself")
+    if path.split("/")[0] == MANIFEST_NAME:  # the runtime's name at the root, whatever its type
+        raise ArtifactCorruptError("manifest lists manifest.json itself or a path under it")
     if item["media_type"] != MEDIA_TYPE:
         raise ArtifactCorruptError(f"manifest file {path!r:.100} media_type must be {MEDIA_TYPE}")
     try:

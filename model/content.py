@@ -191,7 +191,8 @@ def complete(
 def manifest_refusal(data: bytes) -> Refusal | None:
     """The strict manifest reader: ``artifact_corrupt`` unless ``data`` is exactly the
     manifest of some file list (so ``representation``, other media types, unsafe or
-    unsorted paths and any non-canonical byte are refused)."""
+    unsorted paths, a path that is also another listed path's directory and any
+    non-canonical byte are refused)."""
 
     def corrupt(reason: str) -> Refusal:
         return refuse(ArtifactCorruptError, reason)
@@ -208,12 +209,17 @@ def manifest_refusal(data: bytes) -> Refusal | None:
     if type(document["schema_version"]) is not int or type(document["files"]) is not list:
         return corrupt("schema_version must be an integer and files an array")
     previous = b""
+    paths: set[str] = set()
     for item in document["files"]:
         keys = {"media_type", "path", "sha256", "size_bytes"}
         if type(item) is not dict or set(item) != keys:
             return corrupt("a file must have exactly media_type, path, sha256, size_bytes")
         path, digest, size = item["path"], item["sha256"], item["size_bytes"]
-        if type(path) is not str or name_refusal(path) is not None or path == MANIFEST:
+        if (
+            type(path) is not str
+            or name_refusal(path) is not None
+            or path.split("/")[0] == MANIFEST
+        ):
             return corrupt(f"file path {path!r:.80} is not a safe, listable name")
         if item["media_type"] != "application/octet-stream":
             return corrupt(f"{path!r:.80} has another media_type")
@@ -224,4 +230,9 @@ def manifest_refusal(data: bytes) -> Refusal | None:
         if _key(path) <= previous:
             return corrupt(f"{path!r:.80} is out of order or repeated")
         previous = _key(path)
+        paths.add(path)
+    for path in sorted(paths, key=_key):
+        segments = path.split("/")
+        if any("/".join(segments[:depth]) in paths for depth in range(1, len(segments))):
+            return corrupt(f"{path!r:.80} lies below another listed file: no tree holds both")
     return None

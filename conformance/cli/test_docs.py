@@ -36,6 +36,9 @@ def registered() -> dict[str, TyperCommand]:
 
 
 COMMANDS = registered()
+STORELESS = {"conformance"}
+"""Commands that take no ``--store``: ``conformance`` drives another implementation's
+store, in roots it makes itself (SPEC.md section 18)."""
 
 
 def long_options(name: str) -> set[str]:
@@ -79,7 +82,8 @@ def test_every_command_has_help(name: str) -> None:
     assert shown.returncode == 0
     first = " ".join(command.help.split("\n\n")[0].split()) if command.help else ""
     assert first in " ".join(shown.stdout.split())
-    assert "--store" in shown.stdout and "--json" in shown.stdout
+    assert ("--store" in shown.stdout) is (name not in STORELESS)
+    assert "--json" in shown.stdout
     assert "--json" in long_options(name)
     if any(isinstance(param, TyperArgument) for param in command.params):
         assert "Example" in shown.stdout, f"{name} takes arguments and shows no example"

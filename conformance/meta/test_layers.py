@@ -43,6 +43,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "crashsim": ("runstore.crashsim", "runstore.crashsim.*"),
     "runner": ("runstore.runner", "runstore.runner.*"),
     "audit": ("runstore.audit", "runstore.audit.*"),
+    "kit": ("runstore.kit", "runstore.kit.*"),
     "cli": ("runstore.cli", "runstore.cli.*"),
 }
 """Layer -> its modules, by package: ``name.*`` matches the submodules of ``name`` and
@@ -81,7 +82,11 @@ ALLOWED: dict[str, set[str]] = {
     "runner": {"value", "store", "runner"},
     # The audit is the one runtime user of the model (it replays the event log through it).
     "audit": {"value", "store", "analysis", "inspection", "model", "audit"},
-    "cli": {"value", "store", "analysis", "inspection", "runner", "audit", "cli"},
+    # The conformance kit drives another implementation against the model, the testing
+    # kit's lockstep and the crash simulator's scenarios; it serves this store as a driver.
+    "kit": TESTING | {"crashsim", "kit"},
+    # ``runstore conformance`` is the one command that loads the kit (lazily).
+    "cli": {"value", "store", "analysis", "inspection", "runner", "audit", "kit", "cli"},
 }
 """Layer -> the layers it may import (itself included where listed)."""
 

@@ -249,6 +249,8 @@ paths = st.lists(
     ),
     unique=True,
     max_size=6,
+).filter(  # a scanned tree never holds a file that is also another's directory (SPEC 12.2)
+    lambda ps: not any(other.startswith(p + "/") for p in ps for other in ps)
 )
 
 

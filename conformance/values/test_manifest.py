@@ -20,6 +20,7 @@ from runstore.manifest import check_entry_name
 from runstore.manifest import manifest_bytes
 from runstore.manifest import manifest_sha256
 from runstore.manifest import parse_manifest
+from runstore.model import content
 
 EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 
@@ -76,6 +77,11 @@ def test_parse_is_the_inverse_of_manifest_bytes(files: dict[str, tuple[bytes, in
         ManifestFile(path=p, sha256=hashlib.sha256(d).hexdigest(), size_bytes=n)
         for p, (d, n) in files.items()
     ]
+    segments = [p.split("/") for p in files]
+    if any("/".join(s[:n]) in files for s in segments for n in range(1, len(s))):
+        with pytest.raises(InvalidRecordError):  # a file is also another's directory
+            manifest_bytes(entries)
+        return
     data = manifest_bytes(entries)
     parsed = parse_manifest(data)
     assert sorted(parsed, key=lambda f: f.path.encode()) == list(parsed)
@@ -174,6 +180,43 @@ def test_the_reader_refuses_every_defect_with_artifact_corrupt(name: str) -> Non
     with pytest.raises(ArtifactCorruptError) as caught:
         parse_manifest(REFUSED[name])
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [["a", "a/b"], ["a", "a-x", "a.txt", "a/b"], ["d/a", "d/a-x", "d/a/b/c"]],
+    ids=["neighbours", "a-x and a.txt between", "nested two deeper"],
+)
+def test_spec_12_2_a_path_that_is_also_another_listed_paths_directory_is_refused(
+    paths: list[str],
+) -> None:
+    """SPEC 12.2, "Reading is strict": no tree holds both a file ``a`` and ``a/b``. Byte
+    order puts ``a-x`` and ``a.txt`` between the two, so comparing neighbours misses it."""
+    assert sorted(paths, key=lambda p: p.encode()) == paths
+    data = document(files=[{**GOOD, "path": p, "size_bytes": 0} for p in paths])
+    with pytest.raises(ArtifactCorruptError, match="directory"):
+        parse_manifest(data)
+    with pytest.raises(InvalidRecordError, match="directory"):
+        manifest_bytes([listed(p) for p in paths])
+
+
+def test_spec_12_2_paths_sharing_a_prefix_without_a_slash_are_accepted() -> None:
+    paths = ["a", "a-x", "a.txt", "ab/c", "b/a", "b/ab"]
+    assert [f.path for f in parse_manifest(manifest_bytes([listed(p) for p in paths]))] == paths
+
+
+@pytest.mark.parametrize("path", ["manifest.json/x", "manifest.json/a/b"])
+def test_spec_12_2_nothing_is_listed_under_a_root_manifest_json(path: str) -> None:
+    """SPEC 12.2, "Reading is strict", and 12.1: ``manifest.json`` is the runtime's name at
+    the root whatever its type, so no payload holds a directory of that name and no
+    manifest lists a path under one (the reader refuses what no writer produces)."""
+    data = document(files=[{**GOOD, "path": path, "size_bytes": 0}])
+    with pytest.raises(ArtifactCorruptError, match=r"manifest\.json"):
+        parse_manifest(data)
+    with pytest.raises(InvalidRecordError, match=r"manifest\.json"):
+        manifest_bytes([listed(path)])
+    refusal = content.manifest_refusal(data)
+    assert refusal is not None and refusal.code == "artifact_corrupt"
 
 
 def test_a_nested_manifest_json_is_an_ordinary_file() -> None:

@@ -23,15 +23,10 @@ from typing import Any
 
 import attrs
 import pytest
-from runstore import ApplicabilityDecision
 from runstore import ArtifactRegistration
-from runstore import AttemptSlot
 from runstore import AttemptState
 from runstore import CommittedEvent
-from runstore import Observation
-from runstore import ObservationSlot
 from runstore import OwnedAttempt
-from runstore import ResolvedRun
 from runstore import RunStore
 from runstore import TerminalAttempt
 from runstore.canonical import decode
@@ -42,6 +37,7 @@ from runstore.errors import RunStoreError
 from runstore.identity import PREFIXES
 from runstore.identity import identity_input
 from runstore.identity import run_attempt_id
+from runstore.kit.driver_values import RECORD_TYPES
 from runstore.testing.lockstep import ModelWriter
 from runstore.testing.script import GUARDED
 from runstore.testing.script import Call
@@ -358,15 +354,6 @@ def test_timestamp_refused(case: dict[str, Any]) -> None:
     assert refusal(ns_from_json, text) == case["error_code"]
 
 
-RECORD_TYPES: dict[str, Any] = {
-    "decision": ApplicabilityDecision,
-    "run": ResolvedRun,
-    "attempt-slot": AttemptSlot,
-    "observation-slot": ObservationSlot,
-    "observation": Observation,
-}
-
-
 def hashed_id(prefix: str, data: bytes) -> str:
     return f"{prefix}:v1:{hashlib.sha256(data).hexdigest()}"
 
@@ -418,6 +405,16 @@ def test_artifact_id(case: dict[str, Any]) -> None:
     assert fields["path"] == f"artifacts/{fields['kind']}-{fields['content_sha256']}"
     assert artifact.verified_at_ns == int(fields["verified_at_ns"])
     assert encode(artifact.to_json()) == bytes.fromhex(case["document_hex"])
+
+
+ARTIFACT_KEYS = {"content_sha256", "id", "kind", "manifest_sha256", "path", "verified_at_ns"}
+
+
+@cases(IDENTITIES, "artifacts_refused")
+def test_artifact_refused(case: dict[str, Any]) -> None:
+    fields = case["fields"]
+    assert set(fields) == ARTIFACT_KEYS  # a whole document: the defect is in a value
+    assert refusal(ArtifactRegistration.from_json, fields) == case["error_code"]
 
 
 # --- events.json: payload bytes, history shape, and a replay on a real store ---------------
@@ -577,6 +574,8 @@ def test_vectors_cover_every_identity_type_and_refusal_code() -> None:
         "invalid_canonical_json",
         "out_of_range",
     }
+    artifact_codes = {case["error_code"] for case in IDENTITIES["artifacts_refused"]}
+    assert artifact_codes == {"invalid_record", "invalid_canonical_json", "out_of_range"}
 
 
 def test_events_cover_the_scenario_section_10_promises() -> None:

@@ -40,11 +40,9 @@ from runstore import TERMINAL_STATES
 from runstore import Accepted
 from runstore import ArtifactKind
 from runstore import ArtifactRegistration
-from runstore import AttemptSlot
 from runstore import AttemptState
 from runstore import Censored
 from runstore import Completion
-from runstore import ExecutionKind
 from runstore import Failed
 from runstore import FirstAttempt
 from runstore import LeaseRequest
@@ -58,7 +56,6 @@ from runstore import Reference
 from runstore import Retry
 from runstore import RunStore
 from runstore import RunStoreError
-from runstore import SlotRole
 from runstore import Superseded
 from runstore import WriteBatch
 from runstore import edges
@@ -88,22 +85,9 @@ from conformance.closed_store import reading
 
 OWNERS = (sc.OWNER, sc.OTHER_OWNER)
 LEASE_IDS = tuple(f"lease-{n}" for n in range(10))
-FIXTURES = (
-    sc.slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, name="a"),
-    sc.slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, name="b"),
-)
-# Same run and logical slot as "a", different record: registering it must conflict.
-CONFLICTING = attrs.evolve(
-    FIXTURES[0],
-    attempt_slot=AttemptSlot(
-        run_id=FIXTURES[0].run.id,
-        logical_slot="a",
-        execution_kind=ExecutionKind.ONE_SHOT,
-        role=SlotRole.MEASUREMENT,
-        specification={"variant": 2},
-    ),
-)
-UNREGISTERED = sc.slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, name="never")
+FIXTURES = sc.LOCKSTEP_SLOTS
+CONFLICTING = sc.CONFLICTING  # same run and logical slot as "a", a different record
+UNREGISTERED = sc.UNREGISTERED
 SLOT_IDS = (FIXTURES[0].slot_id, FIXTURES[1].slot_id, UNREGISTERED.slot_id)
 OBSERVATION_SLOTS = tuple(f.observation_slots[0] for f in (*FIXTURES, UNREGISTERED))
 ALL_STATES = tuple(AttemptState)

@@ -16,6 +16,7 @@ from typing import NoReturn
 
 import typer
 from runstore.cli import check_commands
+from runstore.cli import conformance_command
 from runstore.cli import read_commands
 from runstore.cli import run_command
 from runstore.cli import triage_commands
@@ -23,7 +24,13 @@ from runstore.cli.common import EXIT_OK
 from runstore.cli.common import EXIT_STOPPED
 from runstore.cli.common import app
 
-COMMAND_MODULES = (run_command, read_commands, triage_commands, check_commands)
+COMMAND_MODULES = (
+    run_command,
+    read_commands,
+    triage_commands,
+    check_commands,
+    conformance_command,
+)
 """The modules whose commands ``app`` holds (importing one registers its commands)."""
 
 COMMAND_ORDER = (
@@ -39,6 +46,7 @@ COMMAND_ORDER = (
     "audit",
     "export",
     "report",
+    "conformance",
 )
 """The order ``--help`` lists the commands in (every command is named here)."""
 

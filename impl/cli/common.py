@@ -45,6 +45,7 @@ EXIT_BY_CODE = {
     "unknown_campaign": EXIT_USAGE,
     "unknown_revision": EXIT_USAGE,
     "option_invalid": EXIT_USAGE,
+    "implementation_unavailable": EXIT_USAGE,
     "registration_conflict": EXIT_CONFLICT,
 }
 """Error codes with their own exit status; every other store refusal exits 3."""

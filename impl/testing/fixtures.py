@@ -10,6 +10,7 @@ arguments: the model's and the writer's tests address leases by these literal id
 
 from __future__ import annotations
 
+import attrs
 from runstore.enums import ArtifactKind
 from runstore.enums import AttemptState
 from runstore.enums import Completion
@@ -17,6 +18,7 @@ from runstore.enums import ExecutionKind
 from runstore.enums import SlotRole
 from runstore.receipts import OwnedAttempt
 from runstore.records import ArtifactRegistration
+from runstore.records import AttemptSlot
 from runstore.records import Observation
 from runstore.records import ObservationSlot
 from runstore.requests import LeaseRequest
@@ -76,3 +78,27 @@ def observation(
     return factories.observation(
         slot, guard.attempt_id, valid=valid, completion=completion, result={"score": score}
     )
+
+
+# --- the lockstep machines' slots -----------------------------------------------------------
+
+LOCKSTEP_SLOTS = (
+    slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, name="a"),
+    slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, name="b"),
+)
+"""The two one-shot slots the lockstep machines (the writer's and the conformance kit's)
+register."""
+CONFLICTING = attrs.evolve(
+    LOCKSTEP_SLOTS[0],
+    attempt_slot=AttemptSlot(
+        run_id=LOCKSTEP_SLOTS[0].run.id,
+        logical_slot="a",
+        execution_kind=ExecutionKind.ONE_SHOT,
+        role=SlotRole.MEASUREMENT,
+        specification={"variant": 2},
+    ),
+)
+"""Same run and logical slot as ``LOCKSTEP_SLOTS[0]``, another record: registering it
+conflicts."""
+UNREGISTERED = slot_fixture(ExecutionKind.ONE_SHOT, SlotRole.MEASUREMENT, name="never")
+"""A slot no machine registers (reserving it is ``unknown_slot``)."""

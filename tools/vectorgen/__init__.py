@@ -28,6 +28,7 @@ from typing import Any
 from typing import Final
 
 from runstore.errors import RunStoreError
+from runstore.kit import wire
 
 FORMAT_VERSION: Final = 1
 """``format_version`` of every vector file: changes when a file's layout changes."""
@@ -42,27 +43,10 @@ def header(format_name: str) -> dict[str, Any]:
     return {"format": format_name, "format_version": FORMAT_VERSION, "generator": GENERATOR}
 
 
-def describe(value: object) -> list[Any]:
-    """The language-neutral description of a Python value, JSON or not: a tagged array
-    (``vectors/README.md``, "Value descriptions")."""
-    if value is None:
-        return ["null"]
-    if type(value) is bool:
-        return ["bool", value]
-    if type(value) is int:
-        return ["int", str(value)]
-    if type(value) is float:
-        special = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
-        return ["float", special.get(repr(value), repr(value))]
-    if type(value) is str:
-        if any(0xD800 <= ord(char) <= 0xDFFF for char in value):
-            return ["string_code_points", [ord(char) for char in value]]
-        return ["string", value.encode("utf-8").hex()]
-    if type(value) is list:
-        return ["array", *(describe(item) for item in value)]
-    if type(value) is dict:
-        return ["object", *([describe(key), describe(item)] for key, item in value.items())]
-    raise TypeError(f"no description for {type(value).__name__}")
+describe = wire.describe
+"""The language-neutral description of a Python value, JSON or not: a tagged array
+(``vectors/README.md``, "Value descriptions"); the conformance kit's own, so the kit and
+the files describe values alike."""
 
 
 def refusal_code(operation: Callable[..., object], *arguments: object) -> str:

@@ -84,6 +84,9 @@ ENCODE_REFUSED: list[tuple[str, object]] = [
     ("lone high surrogate", "\ud800"),
     ("lone low surrogate", "a\udfff"),
     ("reversed surrogate pair", "\ude00\ud83d"),
+    # A UTF-16 language would join these into U+1F600; as code points they are two lone
+    # surrogates (SPEC.md section 2, "Strings").
+    ("high then low surrogate as two code points", "\ud83d\ude00"),
     ("lone surrogate in a key", {"\udfff": 1}),
     ("arrays one level too deep", _nested(MAX_DEPTH + 1, objects=False)),
     ("objects and arrays one level too deep", _nested(MAX_DEPTH + 1, objects=True)),
@@ -169,6 +172,9 @@ TIMESTAMPS_REFUSED: list[tuple[str, str]] = [
     ("exponent", "1e3"),
     ("non-ASCII digit", "\u0661"),
     ("hexadecimal", "0x1"),
+    # The content is the digits; the JSON quotes belong to the document (SPEC.md section 2,
+    # "Timestamps in JSON"), so content holding quote characters is refused.
+    ("quoted digits", '"1"'),
     ("one above the largest", str(MAX_NS + 1)),
     ("forty digits", "1" * 40),
 ]

@@ -116,6 +116,7 @@ ENTRIES_REFUSED: list[tuple[str, Case]] = [
     ("caller-written manifest.json", [f(MANIFEST_NAME, b"{}")]),
     ("caller-written outcome.json", [f("outcome.json", b"{}")]),
     ("runtime name as a directory", [d("manifest.json"), f("manifest.json/x")]),
+    ("outcome.json as a directory at the root", [d("outcome.json"), f("outcome.json/x")]),
     ("backslash in a name", [f("a\\b")]),
     ("control character in a name", [f("bell\x07")]),
     ("DEL in a name", [f("del\x7f")]),
@@ -210,6 +211,8 @@ MANIFESTS_REFUSED: list[tuple[str, bytes]] = [
     ("manifest.json listed", _manifest(_one("manifest.json", "0"))),
     ("files out of order", _manifest(_one("b", "0"), _one("a", "0"))),
     ("a repeated path", _manifest(_one("a", "0"), _one("a", "0"))),
+    ("a path that is also another path's directory", _manifest(_one("a", "0"), _one("a/b", "0"))),
+    ("a path under a manifest.json directory", _manifest(_one("manifest.json/x", "0"))),
 ]
 
 

@@ -48,6 +48,7 @@ from runstore.audit.projection import model_projection
 from runstore.audit.projection import store_projection
 from runstore.canonical import JSON
 from runstore.errors import RunStoreError
+from runstore.kit.calls import argument_wire
 from runstore.testing import script
 from runstore.testing.lockstep import Diverged
 from runstore.testing.lockstep import ModelWriter
@@ -355,40 +356,13 @@ RECORDS = (
 
 
 def _argument_json(key: str, value: Any) -> JSON:
-    if isinstance(value, RECORDS):
-        return value.to_json()
-    if isinstance(value, LeaseRequest):
-        return {
-            "lease_id": value.lease_id,
-            "owner_token": value.owner_token,
-            "expires_at_ns": str(value.expires_at_ns),
-        }
-    if isinstance(value, FirstAttempt):
-        return {"kind": "first_attempt"}
-    if isinstance(value, Next):
-        return {"kind": "next", "retry": value.retry}
-    if isinstance(value, Retry):
-        return {"kind": "retry", "next_index": value.next_index, "max_index": value.max_index}
-    if isinstance(value, Failed):
-        return {"state": "failed", "code": value.code, "details": value.details}
-    if isinstance(value, Censored):
-        return {"state": "censored", "reason": value.reason}
-    if isinstance(value, Accepted | Superseded):
-        return {"state": value.state.value}
-    if isinstance(value, AttemptState):
-        return value.value
-    if key in ("now_ns", "finished_at_ns"):
-        return str(value)
-    if key == "references":
-        return [[reference.role, reference.artifact_id] for reference in value]
-    if key == "observation_slots":  # register_slots (outcomes.json, recovery.json)
-        return [slot.to_json() for slot in value]
+    """An argument in the files' form: the conformance protocol's (``runstore.kit.calls``),
+    except a recovery clock, which the files write as its one reading."""
     if isinstance(value, ClockScript):  # recover: the one reading the pass samples
         (reading,) = value.samples
         return str(reading)
-    if isinstance(value, str | bool):
-        return value
-    raise TypeError(f"argument {key}: no JSON form for {type(value).__name__}")
+    form: JSON = argument_wire(key, value)
+    return form
 
 
 VECTOR_NAMES: dict[str, str] = {"decision": "candidate"}

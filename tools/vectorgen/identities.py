@@ -1,6 +1,6 @@
 """The identity vectors (``vectors/identities.json``, SPEC.md sections 3 and 4): typed
 identities and ``record_json`` of every identified record type, refused ``record_json``,
-attempt ids and artifact ids.
+attempt ids, artifact ids and refused artifact documents.
 
 The cases are data here; the bytes, ids and refusal codes come from the library.
 ``tools/regen`` writes :func:`build`'s text.
@@ -22,6 +22,7 @@ from runstore import ObservationSlotKind
 from runstore import ResolvedRun
 from runstore import SlotRole
 from runstore.canonical import JSON
+from runstore.canonical import MAX_DEPTH
 from runstore.canonical import MAX_NS
 from runstore.canonical import MAX_SAFE_INTEGER
 from runstore.canonical import encode
@@ -52,6 +53,25 @@ DECISION_TEXT = ApplicabilityDecision(
     problem_id='problem "quoted" \\ slash',
     applicable=True,
     evidence={"note": "line\nbreak\ttab\x00", "\uffff": 1, "\U0001f600": 2, "": None},
+)
+
+
+def _object_levels(levels: int) -> dict[str, JSON]:
+    """An object nesting exactly ``levels`` deep, counting itself: ``{"a":{"a":...{}}}``."""
+    value: dict[str, JSON] = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+# The identity input wraps the document in two more levels (SPEC.md section 4), so an object
+# field may nest at most MAX_DEPTH - 2 levels deep, counting itself.
+FIELD_DEPTH = MAX_DEPTH - 2
+DEEP_DECISION = ApplicabilityDecision(
+    candidate_id="candidate-deep",
+    problem_id="problem-1",
+    applicable=True,
+    evidence=_object_levels(FIELD_DEPTH),
 )
 RUN = ResolvedRun(
     decision_id=DECISION.id,
@@ -130,6 +150,7 @@ RECORDS: list[tuple[str, Any]] = [
     ("decision: applicable (test_records DECISION)", DECISION),
     ("decision: exclusion", EXCLUSION),
     ("decision: non-ASCII, quotes, escapes and code point key order", DECISION_TEXT),
+    ("decision: evidence nested 62 levels deep, the deepest an object field may be", DEEP_DECISION),
     ("run: test_records RUN", RUN),
     ("run: nested specification with integer bounds", RUN_NESTED),
     ("attempt-slot: one-shot measurement (test_records ATTEMPT_SLOT)", ONE_SHOT),
@@ -233,6 +254,44 @@ RECORDS_REFUSED: list[tuple[str, Any, bytes]] = [
         _defective(CHECKPOINT_SLOT, {"checkpoint_index": -1}),
     ),
     ("unknown completion", OBSERVATION, _defective(OBSERVATION, {"completion": "done"})),
+    # 63 levels cannot be hashed (the identity input would nest 65 deep), so the id is a
+    # well-formed decision id (the 62-level decision's): the depth is the one defect.
+    (
+        "evidence one level too deep",
+        DECISION,
+        encode(
+            {
+                **DEEP_DECISION.identity_document(),
+                "evidence": _object_levels(FIELD_DEPTH + 1),
+                "id": DEEP_DECISION.id,
+            }
+        ),
+    ),
+    ("id not a string", DECISION, encode({**DECISION.identity_document(), "id": 5})),
+    ("a string, not an object", DECISION, b'"x"'),
+]
+
+_ARTIFACT: dict[str, JSON] = ARTIFACTS[0][1].to_json()
+_CONTENT = "ab" * 32
+
+# Each document (with its "id") has exactly one defect.
+ARTIFACTS_REFUSED: list[tuple[str, dict[str, JSON]]] = [
+    ("verified_at_ns with a leading zero", {**_ARTIFACT, "verified_at_ns": "01"}),
+    ("verified_at_ns as a JSON number", {**_ARTIFACT, "verified_at_ns": 0}),
+    ("verified_at_ns above 2^63-1", {**_ARTIFACT, "verified_at_ns": str(MAX_NS + 1)}),
+    (
+        "path not at the content address",
+        {**_ARTIFACT, "path": f"artifacts/attempt-{_ARTIFACT['manifest_sha256']}"},
+    ),
+    (
+        "unknown kind",
+        {
+            **_ARTIFACT,
+            "kind": "checkpoint",
+            "path": f"artifacts/checkpoint-{_CONTENT}",
+            "id": f"run-store-v1:checkpoint-{_CONTENT}",
+        },
+    ),
 ]
 
 
@@ -291,6 +350,14 @@ def document() -> dict[str, Any]:
                 "document_hex": encode(artifact.to_json()).hex(),
             }
             for name, artifact in ARTIFACTS
+        ],
+        "artifacts_refused": [
+            {
+                "name": name,
+                "fields": fields,
+                "error_code": refusal_code(ArtifactRegistration.from_json, fields),
+            }
+            for name, fields in ARTIFACTS_REFUSED
         ],
     }
 
