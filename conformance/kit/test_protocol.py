@@ -163,7 +163,12 @@ def test_the_reference_driver_refuses_hostile_lines_and_stays_alive(tmp_path: Pa
     ]
     escape = {"path": "../escape", "type": "file", "data_hex": "", "executable": False}
     payload = json.dumps({"id": 14, "op": "payload.check", "args": {"entries": [escape]}})
-    lines = [line for line, _, _ in hostile] + [payload]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = {"path": "l", "type": "symlink", "target": str(outside)}
+    below = {"path": "l/x", "type": "file", "data_hex": "00", "executable": False}
+    through = json.dumps({"id": 17, "op": "payload.check", "args": {"entries": [link, below]}})
+    lines = [line for line, _, _ in hostile] + [payload, through]
     lines += ['{"id": 15, "op": "no.such.op", "args": {}}', '{"id": 16, "op": "hello", "args": {}}']
     responses = serve(*lines)
     assert len(responses) == len(lines)
@@ -172,6 +177,8 @@ def test_the_reference_driver_refuses_hostile_lines_and_stays_alive(tmp_path: Pa
         assert refused(response) == code, response
     assert refused(responses[len(hostile)]) == "unsafe_entry"
     assert not (Path.cwd().parent / "escape").exists()
+    assert refused(responses[len(hostile) + 1]) == "unsafe_entry"  # not written through l
+    assert list(outside.iterdir()) == []
     assert responses[-2] == {"id": 15, "unsupported": "no.such.op"}
     assert responses[-1]["result"]["protocol"] == 1  # type: ignore[index]
 

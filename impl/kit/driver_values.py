@@ -37,6 +37,7 @@ from runstore.store.publication import inventory
 from runstore.tree_hash import Entry
 from runstore.tree_hash import tree_sha256
 
+from .forms import contained
 from .wire import describe
 from .wire import hex_bytes
 from .wire import integer
@@ -195,14 +196,16 @@ def name_check(args: Args) -> Args:
     return {}
 
 
-def _create(root: bytes, item: object) -> None:
+def _name(item: object) -> bytes:
     if isinstance(item, dict) and "path_hex" in item:
-        name = hex_bytes(member(item, "path_hex"), "path_hex")
-    else:
-        name = os.fsencode(member(item, "path"))
-    segments = name.split(b"/")
-    if name.startswith(b"/") or any(part in (b"", b".", b"..") for part in segments):
-        raise UnsafeEntryError(f"{name!r} would leave the payload's directory")
+        return hex_bytes(member(item, "path_hex"), "path_hex")
+    path = member(item, "path")
+    if not isinstance(path, str):
+        raise InvalidRecordError("an entry's path is a string")
+    return os.fsencode(path)
+
+
+def _create(root: bytes, name: bytes, item: object) -> None:
     path, kind = os.path.join(root, name), member(item, "type")
     if kind == "directory":
         os.mkdir(path)
@@ -210,24 +213,31 @@ def _create(root: bytes, item: object) -> None:
         os.symlink(os.fsencode(member(item, "target")), path)
     elif kind == "fifo":
         os.mkfifo(path)
-    elif kind == "file":
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
             os.write(fd, hex_bytes(member(item, "data_hex"), "data_hex"))
         finally:
             os.close(fd)
         os.chmod(path, 0o755 if member(item, "executable") else 0o644)
-    else:
-        raise InvalidRecordError(f"unknown entry type {str(kind)[:40]}")
 
 
 def payload_check(args: Args) -> Args:
     entries = member(args, "entries")
     if not isinstance(entries, list):
         raise InvalidRecordError("entries must be an array")
+    named = [(_name(item), member(item, "type")) for item in entries]
+    if any(kind not in ("directory", "file", "symlink", "fifo") for _, kind in named):
+        raise InvalidRecordError("an entry's type is directory, file, symlink or fifo")
+    contained(named)
     with tempfile.TemporaryDirectory(prefix="runstore-payload-") as root:
-        for item in entries:
-            _create(os.fsencode(root), item)
+        for (name, _), item in zip(named, entries, strict=True):
+            try:
+                _create(os.fsencode(root), name, item)
+            except OSError as error:
+                raise UnsafeEntryError(
+                    f"{name!r:.80} cannot be created: {error.strerror}"
+                ) from None
         inventory.scan(root, reserved=RESERVED)
     return {}
 

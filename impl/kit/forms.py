@@ -11,11 +11,13 @@ comparison go through :func:`projection_wire`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from runstore.audit.projection import TABLES  # the order SPEC.md 18.3 lists them in
 from runstore.errors import InvalidRecordError
+from runstore.errors import UnsafeEntryError
 from runstore.receipts import ClaimDisposition
 from runstore.receipts import ObservationReceipt
 from runstore.receipts import OwnedAttempt
@@ -92,6 +94,22 @@ def projection_of(document: object) -> dict[str, list[list[str | None]]]:
     return read
 
 
+def contained(entries: list[tuple[bytes, str]]) -> None:
+    """Refuse (``unsafe_entry``), before anything is created, an entry that would land
+    outside its directory: a path with a leading ``/`` or an empty, ``.`` or ``..``
+    segment, or one below an earlier symbolic link entry (creating it would follow the
+    link). ``entries`` are (path bytes, type) in creation order (SPEC.md section 18.2)."""
+    links: set[bytes] = set()
+    for name, kind in entries:
+        parts = name.split(b"/")
+        if name.startswith(b"/") or any(part in (b"", b".", b"..") for part in parts):
+            raise UnsafeEntryError(f"{name!r:.80} would leave the payload's directory")
+        if any(b"/".join(parts[:n]) in links for n in range(1, len(parts))):
+            raise UnsafeEntryError(f"{name!r:.80} lies below a symbolic link")
+        if kind == "symlink":
+            links.add(name)
+
+
 def entries_of(document: object) -> list[dict[str, Any]]:
     """A payload's ``entries`` (``content.json``'s entry descriptions), checked for shape:
     each a ``directory``, ``file`` (``data_hex``, ``executable``), ``symlink``
@@ -108,4 +126,5 @@ def entries_of(document: object) -> list[dict[str, Any]]:
                 raise InvalidRecordError("a file's executable is a boolean")
         if kind == "symlink" and not isinstance(member(item, "target"), str):
             raise InvalidRecordError("a symlink's target is a string")
+    contained([(os.fsencode(item["path"]), item["type"]) for item in document])
     return list(document)

@@ -22,10 +22,8 @@ from typing import Any
 
 import attrs
 from runstore import Accepted
-from runstore import ApplicabilityDecision
 from runstore import ArtifactKind
 from runstore import ArtifactRegistration
-from runstore import AttemptSlot
 from runstore import AttemptState
 from runstore import Censored
 from runstore import CommittedEvent
@@ -34,10 +32,8 @@ from runstore import FirstAttempt
 from runstore import LeaseRequest
 from runstore import Next
 from runstore import Observation
-from runstore import ObservationSlot
 from runstore import RecoveryReport
 from runstore import Reference
-from runstore import ResolvedRun
 from runstore import Retry
 from runstore import RetryAuthorization
 from runstore import RunStore
@@ -344,15 +340,6 @@ def play() -> tuple[list[Played], list[CommittedEvent]]:
 
 
 # --- rendering (vectors/README.md, ``events.json``) -----------------------------------------
-
-RECORDS = (
-    ApplicabilityDecision,
-    ResolvedRun,
-    AttemptSlot,
-    ObservationSlot,
-    Observation,
-    ArtifactRegistration,
-)
 
 
 def _argument_json(key: str, value: Any) -> JSON:
