@@ -6,8 +6,10 @@ and a failed lockstep's shrunk transcript replays against a driver.
 from __future__ import annotations
 
 import sys
+from unittest import mock
 
 import pytest
+from runstore.errors import OptionInvalidError
 from runstore.kit import KitOptions
 from runstore.kit import replay_transcript
 from runstore.kit import run_kit
@@ -86,3 +88,13 @@ def test_a_shrunk_lockstep_failure_replays_as_a_transcript() -> None:
     assert replay_transcript(defective("stale_revision_accepted"), transcript) == []
     differences = replay_transcript(DRIVER, transcript)
     assert differences and all(": got " in line for line in differences)
+
+
+def test_the_lockstep_levels_without_hypothesis_are_a_usage_error() -> None:
+    """Hypothesis is the ``kit`` extra, not a dependency: without it the value level runs
+    and the levels that need the lockstep are refused before any check, naming the extra."""
+    with mock.patch("importlib.util.find_spec", return_value=None):
+        for level in ("writer", "store"):
+            with pytest.raises(OptionInvalidError, match=r"runstore\[kit\]"):
+                KitOptions(level=level)
+        assert KitOptions(level="values").level == "values"

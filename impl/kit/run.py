@@ -9,6 +9,7 @@ that cannot be started raises ``implementation_unavailable`` before any check.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tempfile
 from collections.abc import Callable
@@ -64,6 +65,11 @@ class KitOptions:
         ):
             if value < 1:
                 raise OptionInvalidError(f"--{name} must be at least 1")
+        if self.level != "values" and importlib.util.find_spec("hypothesis") is None:
+            raise OptionInvalidError(
+                f"level {self.level} runs the lockstep, which needs Hypothesis: "
+                "pip install 'runstore[kit]' (level values does not)"
+            )
         if not (self.timeout > 0 and self.shrink_seconds > 0):
             raise OptionInvalidError("--timeout and --shrink-seconds must be positive")
         if self.scenarios:
