@@ -117,20 +117,30 @@ class Driver:
 
     def send(self, op: str, args: dict[str, Any]) -> int:
         """Write one request and return its id (the answer is :meth:`receive`'s)."""
-        process = self._require()
         request_id = self._next_id
         self._next_id += 1
-        line = json.dumps({"id": request_id, "op": op, "args": args}, ensure_ascii=True)
+        self._write(json.dumps({"id": request_id, "op": op, "args": args}, ensure_ascii=True), op)
+        return request_id
+
+    def send_line(self, line: str, label: str, expected_id: object) -> Reply:
+        """Write ``line`` as it is (a malformed request, to see it refused) and read its
+        answer, which must carry ``expected_id`` (``None`` when the line has no id the
+        driver can read)."""
+        self._next_id += 1
+        self._write(line, label)
+        return self.receive(expected_id, label)
+
+    def _write(self, line: str, label: str) -> None:
+        process = self._require()
         self.transcript.lines.append("> " + line)
         try:
             assert process.stdin is not None
             process.stdin.write(line.encode("ascii") + b"\n")
             process.stdin.flush()
         except OSError:
-            raise self._fail(f"{op}: the driver closed its input") from None
-        return request_id
+            raise self._fail(f"{label}: the driver closed its input") from None
 
-    def receive(self, request_id: int, op: str) -> Reply:
+    def receive(self, request_id: object, op: str) -> Reply:
         line = self._line(op)
         self.transcript.lines.append("< " + line)
         try:

@@ -48,15 +48,18 @@ def respond(table: dict[str, Handler], line: str) -> dict[str, Any]:
     """The response to one request line."""
     try:
         request = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what a parser takes
         request = None
     if not isinstance(request, dict) or not isinstance(request.get("args"), dict):
         refused = {"code": "invalid_record", "message": "not a request object with args"}
         identifier = request.get("id") if isinstance(request, dict) else None
         return {"id": identifier, "refused": refused}
     op, identifier = request.get("op"), request.get("id")
-    if not isinstance(op, str) or op not in table:
-        return {"id": identifier, "unsupported": str(op)}
+    if not isinstance(op, str):
+        refused = {"code": "invalid_record", "message": "a request's op is a string"}
+        return {"id": identifier, "refused": refused}
+    if op not in table:
+        return {"id": identifier, "unsupported": op}
     try:
         return {"id": identifier, "result": table[op](request["args"])}
     except RunStoreError as error:

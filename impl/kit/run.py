@@ -125,6 +125,7 @@ def _unsupported(drivers: Drivers, ops: tuple[str, ...]) -> str | None:
 def checks(drivers: Drivers, options: KitOptions) -> Iterator[Check]:
     """The level's checks in order (those of ``options.only``), each run as it is asked
     for."""
+    from .protocol_cases import protocol_check
     from .replay import events_replay
     from .replay import outcome_replays
     from .replay import recovery_replays
@@ -137,6 +138,8 @@ def checks(drivers: Drivers, options: KitOptions) -> Iterator[Check]:
             f"no check {unknown[0]!r} at level {options.level}: the checks are "
             + ", ".join(names(options.level))
         )
+    if options.wants("protocol refusals"):
+        yield protocol_check(drivers)
     yield from value_checks(drivers, options.vectors, options.wants)
     if options.level == "values":
         return
@@ -162,7 +165,7 @@ def names(level: str) -> list[str]:
     """Every check's name at ``level``, in the order they run."""
     from .values import SECTIONS
 
-    found = [f"{file} {section}" for file, section, _ in SECTIONS]
+    found = ["protocol refusals", *(f"{file} {section}" for file, section, _ in SECTIONS)]
     if level != "values":
         found += ["events.json", "outcomes.json", "writer lockstep"]
     if level == "store":

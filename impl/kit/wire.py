@@ -32,6 +32,7 @@ from runstore.requests import Superseded
 from runstore.requests import TerminalOutcome
 
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|NaN|-?Infinity")
 
 PROTOCOL = 1
 """The protocol version this package speaks (SPEC.md section 18.1, ``hello``)."""
@@ -63,11 +64,15 @@ def describe(value: object) -> list[Any]:
 
 
 def value_of(description: object) -> Any:
-    """The Python value ``description`` denotes; a malformed description is
-    ``invalid_record``. Object keys may be any described value (a refused encoding's
-    integer key), so members are built in order."""
-    if not isinstance(description, list) or not description:
-        raise InvalidRecordError("a value description must be a nonempty array")
+    """The Python value ``description`` denotes. Its shape is checked before its value: a
+    malformed description (not a tagged array, an unknown tag or arity, string bytes that
+    are not UTF-8, a code point outside 0..0x10FFFF, a float literal that is not one, a
+    repeated object key) is ``invalid_record`` (SPEC.md section 18.1), even where the value
+    would also be one canonical JSON refuses. An object key may be any described value (a
+    refused encoding's integer key); an unhashable one becomes a tuple, which encoding
+    refuses as a key all the same."""
+    if not isinstance(description, list) or not description or not isinstance(description[0], str):
+        raise InvalidRecordError("a value description is a nonempty array with a tag first")
     tag, *rest = description
     if tag == "null" and not rest:
         return None
@@ -76,15 +81,30 @@ def value_of(description: object) -> Any:
     if tag == "int" and len(rest) == 1:
         return integer(rest[0], "int")
     if tag == "string" and len(rest) == 1:
-        return hex_bytes(rest[0], "string").decode("utf-8", errors="surrogatepass")
+        try:
+            return hex_bytes(rest[0], "string").decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRecordError("a string description's bytes are not UTF-8") from None
     if tag == "string_code_points" and len(rest) == 1 and isinstance(rest[0], list):
-        return "".join(chr(point) for point in rest[0] if type(point) is int)
-    if tag == "float" and len(rest) == 1 and isinstance(rest[0], str):
+        points = rest[0]
+        if all(type(p) is int and 0 <= p <= 0x10FFFF for p in points):
+            return "".join(map(chr, points))
+    if tag == "float" and len(rest) == 1 and isinstance(rest[0], str) and _FLOAT.fullmatch(rest[0]):
         return float(rest[0])
     if tag == "array":
         return [value_of(item) for item in rest]
     if tag == "object" and all(isinstance(m, list) and len(m) == 2 for m in rest):
-        return {value_of(key): value_of(item) for key, item in rest}
+        members: dict[Any, Any] = {}
+        seen: set[tuple[str, Any]] = set()
+        for key_description, item in rest:
+            key = value_of(key_description)
+            if isinstance(key, list | dict):
+                key = tuple(repr(key))
+            if (type(key).__name__, key) in seen:
+                raise InvalidRecordError("an object description repeats a key")
+            seen.add((type(key).__name__, key))
+            members[key] = value_of(item)
+        return members
     raise InvalidRecordError(f"malformed value description {str(description)[:60]}")
 
 

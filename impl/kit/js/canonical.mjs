@@ -63,6 +63,7 @@ function encodeInto(v, depth, parts) {
     if (v > MAX_INT || v < MIN_INT) throw new Refused('out_of_range', `integer ${v} outside ±(2^53-1)`);
     parts.push(Buffer.from(v.toString()));
   } else if (typeof v === 'string') encodeString(v, parts);
+  else if (v instanceof CodePointString) throw new Refused(ICJ, 'string holds a lone surrogate');
   else if (Array.isArray(v)) {
     if (depth + 1 > MAX_DEPTH) throw new Refused(ICJ, 'nesting deeper than 64');
     parts.push(Buffer.from('['));
@@ -75,6 +76,7 @@ function encodeInto(v, depth, parts) {
     if (depth + 1 > MAX_DEPTH) throw new Refused(ICJ, 'nesting deeper than 64');
     const members = [];
     for (const [key, value] of v) {
+      if (key instanceof CodePointString) throw new Refused(ICJ, 'object key holds a lone surrogate');
       if (typeof key !== 'string') throw new Refused(ICJ, 'object key is not a string');
       if (!key.isWellFormed()) throw new Refused(ICJ, 'object key holds a lone surrogate');
       members.push([Buffer.from(key, 'utf8'), key, value]);
@@ -224,12 +226,16 @@ export function decode(buf) {
 
 // ---- value descriptions (vectors/README.md "Value descriptions") ----
 //
-// A description that is not one (unknown tag, wrong arity or element types, hex that is not
-// lowercase hex or not UTF-8, an integer string that is not decimal, a code point outside
-// 0..0x10FFFF, a member that is not a pair, a repeated key) is a malformed argument:
-// invalid_record (SPEC 18.1). A well-formed description of a value canonical JSON cannot
-// carry (a float, a lone surrogate, a non-string key, excess depth) is
-// invalid_canonical_json; an integer outside ±(2^53-1) is out_of_range when encoded.
+// A description's shape is checked, whole, before its value (SPEC 18.1). A description that
+// is not one (unknown tag or arity, wrong element types, hex that is not lowercase hex or
+// whose bytes are not UTF-8, an integer string that is not decimal, a code point outside
+// 0..0x10FFFF, a float text that is not a decimal literal, NaN, Infinity or -Infinity, a
+// member that is not a pair, an object description that repeats a key) is a malformed
+// argument: invalid_record, even where the value would also be one canonical JSON refuses.
+// A well-formed description becomes a CV that may hold what canonical JSON cannot carry (a
+// WireFloat, a CodePointString with a surrogate, a non-string Map key, excess depth): the
+// encoder refuses those, in its own traversal order, with invalid_canonical_json (and an
+// integer outside ±(2^53-1) with out_of_range).
 
 function hexBytes(h, what) {
   if (typeof h !== 'string' || !/^(?:[0-9a-f]{2})*$/.test(h)) throw new Refused('invalid_record', `${what} is not lowercase hex`);
@@ -242,25 +248,50 @@ function malformed(what) {
   return new Refused('invalid_record', `malformed value description: ${what}`);
 }
 
-// A description's value, or a marker object {refused: Refused} for a float or a surrogate,
-// so that the whole description is checked for shape before any value is refused.
+// A string given by code points that include a surrogate (U+D800..U+DFFF): never encodable
+// (section 2: a high surrogate followed by a low one is two lone surrogates). It is kept as
+// code points because, appended to a JavaScript string, such a pair would join into one
+// valid astral character.
+export class CodePointString {
+  constructor(codePoints) {
+    this.codePoints = codePoints;
+  }
+}
+
 export function fromDescription(d) {
-  const pending = [];
-  const v = describe(d, pending);
-  if (pending.length) throw pending[0];
-  return v;
+  return describe(d);
 }
 
-// Two key descriptions denote the same value exactly when these agree: strings by their
-// code points (either spelling), integers by value, booleans apart from integers.
-function keyIdentity(d) {
-  if (d[0] === 'string') return `cp:${[...strictUtf8(Buffer.from(d[1], 'hex'))].map((c) => c.codePointAt(0)).join(',')}`;
-  if (d[0] === 'string_code_points') return `cp:${d[1].map((c) => c.int).join(',')}`;
-  if (d[0] === 'int') return `int:${BigInt(d[1])}`;
-  return JSON.stringify(d, (k, v) => (v !== null && typeof v === 'object' && 'num' in v && !Array.isArray(v) ? v.num : v));
+// What a (well-formed) description denotes, as a comparable key: two key descriptions
+// repeat a key exactly when these are equal. Strings compare by code points (either
+// spelling), integers by value, booleans apart from integers, floats by numeric value apart
+// from integers (NaN never equals anything), arrays by elements, objects as member sets.
+let nanCount = 0;
+function valueKey(d) {
+  switch (d[0]) {
+    case 'null':
+      return ['null'];
+    case 'bool':
+      return ['bool', d[1]];
+    case 'int':
+      return ['int', BigInt(d[1]).toString()];
+    case 'string':
+      return ['str', [...strictUtf8(Buffer.from(d[1], 'hex'))].map((c) => c.codePointAt(0))];
+    case 'string_code_points':
+      return ['str', d[1].map((c) => Number(c.int))];
+    case 'float': {
+      const x = Number(d[1]);
+      if (Number.isNaN(x)) return ['nan', nanCount++];
+      return ['float', x === 0 ? '0' : String(x)];
+    }
+    case 'array':
+      return ['array', ...d.slice(1).map(valueKey)];
+    default: // object
+      return ['object', ...d.slice(1).map(([k, v]) => JSON.stringify([valueKey(k), valueKey(v)])).sort()];
+  }
 }
 
-function describe(d, pending) {
+function describe(d) {
   if (!Array.isArray(d) || d.length === 0 || typeof d[0] !== 'string') throw malformed('not a tagged array');
   const tag = d[0];
   if (tag === 'null' && d.length === 1) return null;
@@ -275,40 +306,33 @@ function describe(d, pending) {
     return s;
   }
   if (tag === 'string_code_points' && d.length === 2 && Array.isArray(d[1])) {
-    let s = '';
-    for (const cp of d[1]) {
+    const cps = d[1].map((cp) => {
       if (!isWireNumber(cp) || cp.int === null || cp.int < 0n || cp.int > 0x10ffffn) {
         throw malformed('a code point is not an integer in 0..0x10FFFF');
       }
-      // A surrogate code point is never encodable (section 2: a high surrogate followed by
-      // a low one is two lone surrogates). Refuse it here: appended to a JavaScript string,
-      // the two would pair up into one valid astral character.
-      if (cp.int >= 0xd800n && cp.int <= 0xdfffn) {
-        pending.push(new Refused(ICJ, `string holds the lone surrogate U+${cp.int.toString(16).toUpperCase()}`));
-        continue;
-      }
-      s += String.fromCodePoint(Number(cp.int));
-    }
+      return Number(cp.int);
+    });
+    if (cps.some((cp) => cp >= 0xd800 && cp <= 0xdfff)) return new CodePointString(cps);
+    let s = '';
+    for (const cp of cps) s += String.fromCodePoint(cp);
     return s;
   }
   if (tag === 'float' && d.length === 2) {
-    if (typeof d[1] !== 'string' || !FLOAT_TEXT.test(d[1])) throw malformed('["float", ...] needs a literal, NaN or Infinity');
-    pending.push(new Refused(ICJ, `floating-point number ${d[1]} has no canonical form`));
-    return null;
+    if (typeof d[1] !== 'string' || !FLOAT_TEXT.test(d[1])) throw malformed('["float", ...] needs a decimal literal, NaN, Infinity or -Infinity');
+    return new WireFloat(d[1]);
   }
-  if (tag === 'array') return d.slice(1).map((item) => describe(item, pending));
+  if (tag === 'array') return d.slice(1).map(describe);
   if (tag === 'object') {
     const map = new Map();
-    const keys = new Set();
+    const seen = new Set();
     for (const member of d.slice(1)) {
       if (!Array.isArray(member) || member.length !== 2) throw malformed('an object member is not a [key, value] pair');
-      const key = describe(member[0], pending);
-      const value = describe(member[1], pending);
-      const keyId = keyIdentity(member[0]);
-      if (keys.has(keyId)) throw malformed('an object description repeats a key');
-      keys.add(keyId);
-      if (typeof key !== 'string') pending.push(new Refused(ICJ, 'object key is not a string'));
-      else map.set(key, value);
+      const key = describe(member[0]);
+      const value = describe(member[1]);
+      const id = JSON.stringify(valueKey(member[0]));
+      if (seen.has(id)) throw malformed('an object description repeats a key');
+      seen.add(id);
+      map.set(key, value); // keys of other kinds stay in the Map for the encoder to refuse
     }
     return map;
   }

@@ -54,7 +54,8 @@ export function describePath(pathBytes) {
 
 // Tree entries: {path: Buffer, type: 'directory'|'file'|'symlink', data?: Buffer,
 // executable?: bool, target?: Buffer}. Parents missing from the list are implied as
-// directories; a path listed twice, or a parent that is not a directory, is refused.
+// directories (a manifest's file list, 12.2; not `tree.hash`, which needs every directory
+// listed); a path listed twice, or a parent that is not a directory, is refused.
 export function completeTree(entries, code = 'invalid_record') {
   const byPath = new Map();
   for (const e of entries) {
@@ -77,19 +78,46 @@ export function completeTree(entries, code = 'invalid_record') {
   return [...byPath.values()];
 }
 
-function checkTreePath(p) {
-  if (p.length === 0) throw new Refused('invalid_record', 'an entry path is empty');
-  for (const seg of p.toString('latin1').split('/')) {
-    if (seg === '' || seg === '.' || seg === '..' || seg.includes('\0')) {
-      throw new Refused('invalid_record', `${describePath(p)} is not a normalized relative path`);
+// A tree given to the hash lists every entry itself (18.2, `tree.hash`): a path that is
+// not normalized (12.1: empty, leading, trailing or doubled `/`, a `.` or `..` segment), a
+// repeated path, or one whose parent directory is not listed or is a file or link is
+// invalid_record. No parent is implied.
+export function checkTreeListing(entries) {
+  const byPath = new Map();
+  for (const e of entries) {
+    if (e.path.length === 0) throw new Refused('invalid_record', 'an entry path is empty');
+    for (const seg of e.path.toString('latin1').split('/')) {
+      if (seg === '' || seg === '.' || seg === '..') {
+        throw new Refused('invalid_record', `${describePath(e.path)} is not a normalized relative path`);
+      }
+    }
+    const key = e.path.toString('hex');
+    if (byPath.has(key)) throw new Refused('invalid_record', `${describePath(e.path)} is listed twice`);
+    byPath.set(key, e);
+  }
+  for (const e of entries) {
+    const end = e.path.lastIndexOf(0x2f);
+    if (end <= 0) continue;
+    const parent = e.path.subarray(0, end);
+    const listed = byPath.get(parent.toString('hex'));
+    if (listed === undefined) {
+      throw new Refused('invalid_record', `${describePath(e.path)}: its parent directory ${describePath(parent)} is not listed`);
+    }
+    if (listed.type !== 'directory') {
+      throw new Refused('invalid_record', `${describePath(e.path)} is below ${describePath(parent)}, a ${listed.type}`);
     }
   }
 }
 
-// The version-1 local-tree hash (12.3) of entries (parents implied when missing).
+// The version-1 local-tree hash (12.3) of a tree given as a complete listing (`tree.hash`).
 export function treeHash(entries) {
-  for (const e of entries) checkTreePath(e.path);
-  const all = completeTree(entries).sort((a, b) => Buffer.compare(a.path, b.path));
+  checkTreeListing(entries);
+  return hashListing(entries);
+}
+
+// The transcript of 12.3 over entries that list every descendant of the root exactly once.
+function hashListing(entries) {
+  const all = [...entries].sort((a, b) => Buffer.compare(a.path, b.path));
   const h = createHash('sha256');
   h.update(Buffer.from('metewand-local-tree\0', 'latin1'));
   h.update(u32(1));
@@ -148,7 +176,7 @@ export function buildManifest(files) {
   return {
     manifest,
     manifestSha256: createHash('sha256').update(manifest).digest('hex'),
-    treeSha256: treeHash(object),
+    treeSha256: hashListing(completeTree(object, UE)), // the payload's directories are implied
   };
 }
 

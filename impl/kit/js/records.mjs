@@ -135,7 +135,14 @@ export function typedId(prefix, doc) {
   return { input, id: `${prefix}:v1:${sha256hex(input)}` };
 }
 
+// Building a record checks its fields in the order section 4 reads a record_json (18.2):
+// first that canonical JSON can carry the whole document (a float anywhere, a boolean field
+// included, a lone surrogate, a repeated key or excess depth is invalid_canonical_json, an
+// integer outside ±(2^53-1) out_of_range), then its keys, then each field's rule.
 export function recordIdentity(type, doc) {
+  if (!Object.hasOwn(RECORD_TYPES, type)) throw new Refused(IR, `unknown record type ${JSON.stringify(type)}`);
+  if (!(doc instanceof Map)) throw new Refused(IR, 'the fields must be a JSON object');
+  encode(doc);
   validateFields(type, doc);
   const { input, id } = typedId(type, doc);
   const withId = new Map(doc);

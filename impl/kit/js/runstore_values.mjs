@@ -3,12 +3,14 @@
 // Node's standard library alone. It reads JSON-lines requests on standard input and writes
 // one response line per request on standard output; diagnostics go to standard error.
 // Every operation of 18.2 is served; any other operation is answered `unsupported`. A line
-// that is not a request, or a malformed argument, is refused `invalid_record`; an internal
-// error is refused `run_store_error` (18.1). The driver never exits on input.
+// that is not a request (not JSON, not an object, no `args` object, an `op` that is not a
+// string, nesting deeper than 512 levels) or a malformed argument is refused
+// `invalid_record`, its `id` echoed as written (any JSON value; null when absent); an
+// internal error is refused `run_store_error` (18.1). The driver never exits on input.
 //
 //   node impl/kit/js/runstore_values.mjs
 
-import { parseWire, isWireObject, isWireNumber, WireError } from './wire.mjs';
+import { parseWire, isWireObject, isWireNumber, WireError, MAX_WIRE_DEPTH } from './wire.mjs';
 import {
   Refused, encode, decode, fromDescription, toDescription, fromWire, parseNs, formatNs, strictUtf8,
 } from './canonical.mjs';
@@ -162,16 +164,10 @@ const OPS = {
 
 // ---- transport (SPEC 18.1) ----
 
-// The response's id is the request's, echoed as it was written (null when it had none).
-function idText(id) {
-  if (isWireNumber(id)) return id.num;
-  if (typeof id === 'string') return JSON.stringify(id);
-  if (id === true || id === false) return String(id);
-  return 'null';
-}
-
-function respond(id, body) {
-  process.stdout.write(`{"id":${idText(id)},${body}}\n`);
+// The response's id is the request's, echoed exactly as it was written (any JSON value:
+// 18.1 makes no demand on its type), or null when the line has none or is no object.
+function respond(idRaw, body) {
+  process.stdout.write(`{"id":${idRaw},${body}}\n`);
 }
 
 function refusal(code, message) {
@@ -179,39 +175,40 @@ function refusal(code, message) {
 }
 
 function handleLine(bytes) {
-  let id = null;
+  let idRaw = 'null';
   try {
     const text = strictUtf8(bytes);
     if (text === null) throw new WireError('request line is not UTF-8');
-    const request = parseWire(text);
+    const { value: request, tooDeep } = parseWire(text);
     if (!isWireObject(request)) throw new WireError('request is not a JSON object');
-    id = request.get('id') ?? null;
+    idRaw = request.rawText('id') ?? 'null';
     // A line that is not a request {"id": N, "op": "<name>", "args": {...}} is refused
-    // invalid_record before its op is looked at (18.1).
+    // invalid_record before its op is looked up (18.1): one nesting deeper than 512 levels,
+    // an op that is not a string, args that are not an object.
     const op = request.get('op');
     const args = request.has('args') ? request.get('args') : null;
     let defect = null;
-    if (!(isWireNumber(id) && id.int !== null)) defect = 'request has no integer "id"';
+    if (tooDeep) defect = `request nests deeper than ${MAX_WIRE_DEPTH} levels`;
     else if (typeof op !== 'string') defect = 'request has no string "op"';
     else if (!isWireObject(args)) defect = 'request "args" is not an object';
     if (defect !== null) {
-      respond(id, refusal(IR, defect));
+      respond(idRaw, refusal(IR, defect));
       return;
     }
     if (!Object.hasOwn(OPS, op)) {
-      respond(id, `"unsupported":${JSON.stringify(op)}`);
+      respond(idRaw, `"unsupported":${JSON.stringify(op)}`);
       return;
     }
     const result = OPS[op](args);
-    respond(id, `"result":${JSON.stringify(result)}`);
+    respond(idRaw, `"result":${JSON.stringify(result)}`);
   } catch (err) {
-    if (err instanceof Refused) respond(id, refusal(err.code, err.message));
+    if (err instanceof Refused) respond(idRaw, refusal(err.code, err.message));
     else if (err instanceof WireError) {
       process.stderr.write(`malformed request: ${err.message}\n`);
-      respond(id, refusal(IR, `malformed request: ${err.message}`));
+      respond(idRaw, refusal(IR, `malformed request: ${err.message}`));
     } else {
       process.stderr.write(`internal error: ${err && err.stack ? err.stack : err}\n`);
-      respond(id, refusal('run_store_error', `internal error: ${err && err.message ? err.message : err}`));
+      respond(idRaw, refusal('run_store_error', `internal error: ${err && err.message ? err.message : err}`));
     }
   }
 }

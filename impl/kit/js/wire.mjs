@@ -9,6 +9,11 @@
 //   arrays                          JavaScript arrays
 //   objects                         WireObject: ordered [key, value] pairs plus duplicate flag
 // Errors are thrown as WireError; the driver answers them as malformed requests.
+//
+// A line may nest at most MAX_WIRE_DEPTH (512) levels, the outermost container being level
+// 1 (SPEC 18.1). A container deeper than that is not built: it is scanned (iteratively, so
+// any depth is safe) only to check that the line is JSON, and parseWire reports `tooDeep`,
+// so the driver can still echo the request's id while refusing the line invalid_record.
 
 export class WireError extends Error {}
 
@@ -17,11 +22,19 @@ export class WireObject {
     this.pairs = [];
     this.duplicate = false;
     this.index = new Map();
+    this.raw = new Map(); // key -> the member value's text as written (first occurrence)
   }
-  add(key, value) {
+  add(key, value, raw = undefined) {
     if (this.index.has(key)) this.duplicate = true;
-    else this.index.set(key, value);
+    else {
+      this.index.set(key, value);
+      if (raw !== undefined) this.raw.set(key, raw);
+    }
     this.pairs.push([key, value]);
+  }
+  // The text of a member's value exactly as the line wrote it, or undefined.
+  rawText(key) {
+    return this.raw.get(key);
   }
   has(key) {
     return this.index.has(key);
@@ -34,7 +47,10 @@ export class WireObject {
   }
 }
 
-const MAX_WIRE_DEPTH = 4096;
+export const MAX_WIRE_DEPTH = 512;
+
+// Stands for a container nested deeper than MAX_WIRE_DEPTH, which is never built.
+export const TOO_DEEP = Object.freeze({ tooDeep: true });
 
 export function isWireObject(v) {
   return v instanceof WireObject;
@@ -44,9 +60,12 @@ export function isWireNumber(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof WireObject);
 }
 
-// Parse one request line (a JavaScript string already decoded from strict UTF-8).
+// Parse one request line (a JavaScript string already decoded from strict UTF-8): returns
+// {value, tooDeep}. A container below level MAX_WIRE_DEPTH is checked as JSON but replaced
+// by TOO_DEEP, and tooDeep is then true.
 export function parseWire(text) {
   let i = 0;
+  let tooDeep = false;
   const n = text.length;
   const ws = () => {
     while (i < n) {
@@ -58,11 +77,16 @@ export function parseWire(text) {
   const fail = (what) => {
     throw new WireError(`malformed JSON at offset ${i}: ${what}`);
   };
+  // `depth` counts the containers enclosing this value; a container here is level depth+1.
   const value = (depth) => {
-    if (depth > MAX_WIRE_DEPTH) fail('nesting too deep');
     ws();
     if (i >= n) fail('unexpected end');
     const c = text[i];
+    if ((c === '{' || c === '[') && depth + 1 > MAX_WIRE_DEPTH) {
+      tooDeep = true;
+      skipContainer();
+      return TOO_DEEP;
+    }
     if (c === '{') {
       i++;
       const obj = new WireObject();
@@ -78,7 +102,10 @@ export function parseWire(text) {
         ws();
         if (text[i] !== ':') fail("expected ':'");
         i++;
-        obj.add(key, value(depth + 1));
+        ws();
+        const start = i;
+        const member = value(depth + 1);
+        obj.add(key, member, text.slice(start, i));
         ws();
         if (text[i] === ',') {
           i++;
@@ -113,7 +140,11 @@ export function parseWire(text) {
         fail("expected ',' or ']'");
       }
     }
-    if (c === '"') return string();
+    return scalar();
+  };
+  const scalar = () => {
+    if (i >= n) fail('unexpected end');
+    if (text[i] === '"') return string();
     if (text.startsWith('null', i)) {
       i += 4;
       return null;
@@ -165,8 +196,60 @@ export function parseWire(text) {
       i++;
     }
   };
+  // Check one container (at text[i]) and everything in it as JSON without building it,
+  // with an explicit stack instead of recursion.
+  const skipContainer = () => {
+    const stack = [];
+    const open = () => {
+      // at '{' or '[': push it, or consume an empty container; returns true when pushed
+      const c = text[i];
+      i++;
+      ws();
+      if ((c === '{' && text[i] === '}') || (c === '[' && text[i] === ']')) {
+        i++;
+        return false;
+      }
+      stack.push(c);
+      if (c === '{') key();
+      return true;
+    };
+    const key = () => {
+      ws();
+      if (text[i] !== '"') fail('expected a key');
+      string();
+      ws();
+      if (text[i] !== ':') fail("expected ':'");
+      i++;
+    };
+    open();
+    while (stack.length) {
+      // read one value
+      ws();
+      if (i >= n) fail('unexpected end');
+      if (text[i] === '{' || text[i] === '[') {
+        if (open()) continue;
+      } else scalar();
+      // after a value: close containers or move to the next member
+      for (;;) {
+        ws();
+        const top = stack[stack.length - 1];
+        if (text[i] === ',') {
+          i++;
+          if (top === '{') key();
+          break;
+        }
+        if ((top === '[' && text[i] === ']') || (top === '{' && text[i] === '}')) {
+          i++;
+          stack.pop();
+          if (!stack.length) break;
+          continue;
+        }
+        fail(top === '[' ? "expected ',' or ']'" : "expected ',' or '}'");
+      }
+    }
+  };
   const v = value(0);
   ws();
   if (i !== n) fail('trailing data');
-  return v;
+  return { value: v, tooDeep };
 }
