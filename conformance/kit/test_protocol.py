@@ -22,6 +22,7 @@ from runstore.errors import ImplementationUnavailableError
 from runstore.identity import run_attempt_id
 from runstore.kit import KitOptions
 from runstore.kit import run_kit
+from runstore.kit.protocol_cases import CASES
 from runstore.kit.report import FAIL
 from runstore.kit.report import NOT_IMPLEMENTED
 from runstore.kit.report import PASS
@@ -60,6 +61,8 @@ FAKE = textwrap.dedent(
             version = 2 if mode == "version" else 1
             hello = {"protocol": version, "implementation": "fake"}
             answer = {"id": identifier, "result": hello}
+        elif mode == "accepts":  # answers every request, however malformed, with a result
+            answer = {"id": identifier, "result": {}}
         else:
             answer = {"id": identifier, "unsupported": str(request["op"])}
         print(json.dumps(answer), flush=True)
@@ -94,6 +97,23 @@ def test_unsupported_operations_leave_their_checks_not_implemented(tmp_path: Pat
     assert protocol.status == PASS and "skipped" in protocol.detail
     assert not report.failed
     assert report.check("canonical_json.json encode").detail == "canonical.encode is unsupported"
+
+
+def test_a_driver_that_accepts_a_malformed_request_fails_the_protocol_check(
+    tmp_path: Path,
+) -> None:
+    """The ``protocol refusals`` check can fail: a driver that answers a request whose
+    ``op`` is not a string with a result, where SPEC.md 18.1 names ``invalid_record``,
+    fails it at that case (the lines before it, refused as they should be, pass)."""
+    report = run_kit(
+        fake(tmp_path, "accepts"), KitOptions(level="values", only=("protocol refusals",))
+    )
+    (check,) = report.checks
+    assert check.status == FAIL
+    assert check.detail == (
+        "case 'op not a string': expected refused invalid_record, got result {}"
+    )
+    assert check.cases == 4
 
 
 @pytest.mark.parametrize(
@@ -132,83 +152,31 @@ def refused(response: dict[str, object]) -> object:
     return response["refused"]["code"]  # type: ignore[index]
 
 
-def request(number: int, op: str, **args: object) -> str:
+def line(number: int, op: str, **args: object) -> str:
     return json.dumps({"id": number, "op": op, "args": args})
 
 
-A_NULL = [["string", "61"], ["null"]]
-"""An object member ``"a": null`` as a description (twice in one object: a repeated key)."""
-FLOAT_FLAG = {"applicable": 1.0, "candidate_id": "c", "evidence": {}, "problem_id": "p"}
-"""Decision fields whose boolean is a float: canonical JSON cannot carry it."""
-DEEP = '{"id": 28, "op": "tree.hash", "args": ' + "[" * 5000 + "]" * 5000 + "}"
-"""A request nested 5,000 levels deep: past what a driver must parse (SPEC.md 18.1)."""
-
-
 def test_the_reference_driver_refuses_hostile_lines_and_stays_alive(tmp_path: Path) -> None:
-    """SPEC.md 18.1: an unreadable line or argument is ``invalid_record`` (a malformed
-    value description too, checked for shape before value, and a line nested past what a
-    parser takes, its id then null), a value the
-    library refuses is the library's code, an operation it lacks is ``unsupported``, a
-    store operation before ``open`` is ``store_closed``; every line is answered in order,
-    and the process answers the last ``hello`` after them all."""
+    """SPEC.md 18.1 and 18.2, beyond the kit's own ``protocol refusals`` lines (sent
+    first, as the kit sends them): a malformed integer or hex argument is
+    ``invalid_record``, a value the library refuses is the library's code, a store
+    operation before ``open`` is ``store_closed`` and an unsafe root ``unsafe_path``, a
+    payload entry that would land outside its directory (``..``, or below a symbolic
+    link entry) is ``unsafe_entry`` and nothing appears outside; every line is answered
+    in order, and the process answers the last ``hello`` after them all."""
+    slot = "attempt-slot:v1:" + "0" * 64
     hostile = [
-        ("this is not json", None, "invalid_record"),
-        ('["a", "list"]', None, "invalid_record"),
-        ('{"id": 2, "op": "tree.hash"}', 2, "invalid_record"),
-        ('{"id": 3, "op": "tree.hash", "args": []}', 3, "invalid_record"),
-        ('{"id": 4, "op": "canonical.encode", "args": {"value": "zz"}}', 4, "invalid_record"),
-        (
-            '{"id": 5, "op": "canonical.encode", "args": {"value": ["int", "x1"]}}',
-            5,
-            "invalid_record",
-        ),
-        ('{"id": 6, "op": "canonical.decode", "args": {"input_hex": "ZZ"}}', 6, "invalid_record"),
-        ('{"id": 7, "op": "timestamp.format", "args": {"ns": "-1"}}', 7, "out_of_range"),
-        (
-            '{"id": 8, "op": "attempt.id", "args": {"slot_id": "x", "retry_index": 0}}',
-            8,
-            "invalid_record",
-        ),
-        (
-            '{"id": 9, "op": "record.identity", "args": {"type": "attempt", "fields": {}}}',
-            9,
-            "invalid_record",
-        ),
-        (
-            '{"id": 10, "op": "tree.hash", "args": {"entries": [{"path": "a", "type": "file"}]}}',
-            10,
-            "invalid_record",
-        ),
-        ('{"id": 11, "op": "reserve", "args": {}}', 11, "store_closed"),
-        ('{"id": 12, "op": "open", "args": {"root": "relative/root"}}', 12, "unsafe_path"),
-        ('{"id": 13, "op": "open", "args": {"root": 5}}', 13, "invalid_record"),
-        (request(20, "canonical.encode", value=["string", "ff"]), 20, "invalid_record"),
-        (request(21, "canonical.encode", value=["float", "abc"]), 21, "invalid_record"),
-        (request(22, "canonical.encode", value=["float", "NaN"]), 22, "invalid_canonical_json"),
-        (
-            request(23, "canonical.encode", value=["string_code_points", [0x110000]]),
-            23,
-            "invalid_record",
-        ),
-        (request(24, "canonical.encode", value=["object", A_NULL, A_NULL]), 24, "invalid_record"),
-        (
-            request(25, "canonical.encode", value=["object", [["array"], ["null"]]]),
-            25,
-            "invalid_canonical_json",
-        ),
-        (
-            request(26, "record.identity", type="decision", fields=FLOAT_FLAG),
-            26,
-            "invalid_canonical_json",
-        ),
-        (
-            request(27, "tree.hash", entries=[{"path": "x/y", "type": "directory"}]),
-            27,
-            "invalid_record",
-        ),
-        (DEEP, None, "invalid_record"),
-        ('{"id": "text id", "op": 5, "args": {}}', "text id", "invalid_record"),
+        (line(5, "canonical.encode", value=["int", "x1"]), 5, "invalid_record"),
+        (line(6, "canonical.decode", input_hex="ZZ"), 6, "invalid_record"),
+        (line(8, "attempt.id", slot_id="x", retry_index="0"), 8, "invalid_record"),
+        (line(9, "attempt.id", slot_id=slot, retry_index="-1"), 9, "out_of_range"),
+        (line(10, "tree.hash", entries=[{"path": "a", "type": "file"}]), 10, "invalid_record"),
+        (line(11, "reserve"), 11, "store_closed"),
+        (line(12, "open", root="relative/root"), 12, "unsafe_path"),
+        (line(13, "open", root=5), 13, "invalid_record"),
     ]
+    # The kit's own protocol-refusal lines go first: after them all, the driver still answers.
+    lines = [line for _, line, _, _ in CASES]
     escape = {"path": "../escape", "type": "file", "data_hex": "", "executable": False}
     payload = json.dumps({"id": 14, "op": "payload.check", "args": {"entries": [escape]}})
     outside = tmp_path / "outside"
@@ -216,10 +184,10 @@ def test_the_reference_driver_refuses_hostile_lines_and_stays_alive(tmp_path: Pa
     link = {"path": "l", "type": "symlink", "target": str(outside)}
     below = {"path": "l/x", "type": "file", "data_hex": "00", "executable": False}
     through = json.dumps({"id": 17, "op": "payload.check", "args": {"entries": [link, below]}})
-    lines = [line for line, _, _ in hostile] + [payload, through]
+    lines += [line for line, _, _ in hostile] + [payload, through]
     lines += ['{"id": 15, "op": "no.such.op", "args": {}}', '{"id": 16, "op": "hello", "args": {}}']
-    responses = serve(*lines)
-    assert len(responses) == len(lines)
+    responses = serve(*lines)[len(CASES) :]
+    assert len(responses) == len(lines) - len(CASES)
     for (_, identifier, code), response in zip(hostile, responses, strict=False):
         assert response["id"] == identifier
         assert refused(response) == code, response

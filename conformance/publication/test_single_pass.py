@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
-from runstore import durable
 from runstore.errors import ArtifactCorruptError
 from runstore.errors import DurabilityError
 from runstore.errors import UnsafeEntryError
@@ -32,6 +29,7 @@ from runstore.store.publication import objects
 from conformance.publication.test_objects import RESERVED
 from conformance.publication.test_objects import Spec
 from conformance.publication.test_objects import model_tree
+from conformance.publication.test_objects import observed
 from conformance.publication.test_objects import populate
 
 Seen = list[tuple[str, str, str]]
@@ -44,15 +42,6 @@ MANY: Spec = {
 }
 """Over LANE_MIN_FILES files in several directories, an empty one, an executable one and
 one sorting after manifest.json."""
-
-
-@contextmanager
-def observed(observer: durable.Observer) -> Iterator[None]:
-    previous = durable.install_observer(observer)
-    try:
-        yield
-    finally:
-        durable.install_observer(previous)
 
 
 def open_descriptors() -> int:

@@ -38,6 +38,8 @@ from runstore.identity import PREFIXES
 from runstore.identity import identity_input
 from runstore.identity import run_attempt_id
 from runstore.kit.driver_values import RECORD_TYPES
+from runstore.kit.wire import same
+from runstore.kit.wire import value_of
 from runstore.testing.lockstep import ModelWriter
 from runstore.testing.script import GUARDED
 from runstore.testing.script import Call
@@ -277,43 +279,6 @@ RECOVERY = read_vectors("recovery.json")
 
 def cases(document: dict[str, Any], section: str) -> pytest.MarkDecorator:
     return pytest.mark.parametrize("case", document[section], ids=lambda case: case["name"])
-
-
-def value_of(description: list[Any]) -> Any:
-    """The Python value a description denotes (vectors/README.md, "Value descriptions")."""
-    tag, *rest = description
-    if tag == "null":
-        assert rest == []
-        return None
-    if tag == "bool":
-        assert len(rest) == 1 and type(rest[0]) is bool
-        return rest[0]
-    if tag == "int":
-        return int(rest[0])
-    if tag == "string":
-        return bytes.fromhex(rest[0]).decode("utf-8")
-    if tag == "string_code_points":
-        return "".join(chr(point) for point in rest[0])
-    if tag == "float":
-        return float(rest[0])
-    if tag == "array":
-        return [value_of(item) for item in rest]
-    if tag == "object":
-        members = {value_of(key): value_of(item) for key, item in rest}
-        assert len(members) == len(rest), "an object description repeats a key"
-        return members
-    raise AssertionError(f"unknown description tag {tag!r}")
-
-
-def same(left: Any, right: Any) -> bool:
-    """JSON equality: ``true`` is not ``1``, and object key order does not matter."""
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, list):
-        return len(left) == len(right) and all(map(same, left, right))
-    if isinstance(left, dict):
-        return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
-    return bool(left == right)
 
 
 def refusal(operation: Any, *arguments: Any) -> str:

@@ -41,10 +41,7 @@ from runstore import Accepted
 from runstore import ArtifactKind
 from runstore import ArtifactRegistration
 from runstore import AttemptState
-from runstore import Censored
 from runstore import Completion
-from runstore import Failed
-from runstore import FirstAttempt
 from runstore import LeaseRequest
 from runstore import Next
 from runstore import Observation
@@ -53,10 +50,8 @@ from runstore import Pending
 from runstore import PublishedArtifact
 from runstore import PublishedFinalization
 from runstore import Reference
-from runstore import Retry
 from runstore import RunStore
 from runstore import RunStoreError
-from runstore import Superseded
 from runstore import WriteBatch
 from runstore import edges
 from runstore import model as m
@@ -65,6 +60,8 @@ from runstore import sql
 from runstore.audit import audit_connection
 from runstore.audit.projection import model_projection
 from runstore.audit.projection import store_projection
+from runstore.kit.lockstep import authorizations  # shared with the conformance kit's machine
+from runstore.kit.lockstep import outcomes
 from runstore.store import attempts
 from runstore.store import finalization
 from runstore.store.guard import load_attempt
@@ -110,22 +107,6 @@ observation_artifacts = st.one_of(
     st.builds(artifact, st.just(ArtifactKind.OBSERVATION), st.integers(0, 3)),
     st.builds(artifact, kinds, st.integers(0, 3), st.sampled_from([0, 1])),
 )
-authorizations = st.one_of(
-    st.just(FirstAttempt()),
-    st.builds(Next, retry=st.booleans()),
-    st.integers(0, 3).flatmap(
-        lambda n: st.builds(Retry, next_index=st.just(n), max_index=st.integers(n, n + 2))
-    ),
-)
-outcomes = st.one_of(
-    st.just(Accepted()),
-    st.just(Superseded()),
-    st.builds(Censored, reason=st.sampled_from(["budget", "timeout"])),
-    st.builds(
-        Failed, code=st.sampled_from(["worker_crashed", "oom"]), details=st.just({"exit": 3})
-    ),
-)
-
 
 contents = st.builds(
     lambda first, nested, empty: Payload(

@@ -8,6 +8,8 @@ check failed, 1 when one did, 2 for options or a driver that cannot be started.
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -129,11 +131,14 @@ def conformance(
         )
 
         shown: list[Check] = []
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
         def progress(done: Check, report: Report) -> None:
-            """The text report is written as it grows: a row as each check ends."""
+            """The text report is written as it grows: a row as each check ends (its
+            detail wrapped to the terminal's width, whole when the output is not one)."""
             if not as_json:
-                typer.echo(("" if shown else report.header()) + report.row(done), nl=False)
+                row = report.row(done, width)
+                typer.echo(("" if shown else report.header()) + row, nl=False)
                 shown.append(done)
 
         report = run_kit(impl, options, progress)

@@ -13,11 +13,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
+from runstore.errors import RunStoreError
 
 from .client import Driver
 from .client import ProtocolFailure
 from .client import Reply
-from .client import Transcript
 from .report import FAIL
 from .report import NOT_IMPLEMENTED
 from .report import Check
@@ -58,10 +58,10 @@ class Drivers:
             self.implementation = self._driver.implementation
         return self._driver
 
-    def fresh(self, transcript: Transcript | None = None) -> Driver:
-        """A new process (the current one ended), recording into ``transcript``."""
+    def fresh(self) -> Driver:
+        """A new process (the current one ended)."""
         self.end()
-        self._driver = Driver(self.command, timeout=self.timeout, transcript=transcript).start()
+        self._driver = Driver(self.command, timeout=self.timeout).start()
         self.implementation = self._driver.implementation
         return self._driver
 
@@ -146,7 +146,7 @@ def value(description: list[Any]) -> Expect:
             return f"expected a result, got {_shown(reply)}"
         try:
             got = value_of(reply.value.get("value"))
-        except Exception as error:  # any unreadable description is a failure
+        except RunStoreError as error:  # value_of refuses every malformed description
             return f"the value description does not read: {error}"
         if same(got, value_of(description)):
             return None

@@ -126,7 +126,6 @@ class Driver:
         """Write ``line`` as it is (a malformed request, to see it refused) and read its
         answer, which must carry ``expected_id`` (``None`` when the line has no id the
         driver can read)."""
-        self._next_id += 1
         self._write(line, label)
         return self.receive(expected_id, label)
 

@@ -58,17 +58,18 @@ SLOT_IDS = (FIXTURES[0].slot_id, FIXTURES[1].slot_id, UNREGISTERED.slot_id)
 MEMBERS = {f.slot_id: f.observation_slots[0] for f in (*FIXTURES, UNREGISTERED)}
 ALL_STATES = tuple(AttemptState)
 
+# The writer's own lockstep machine (conformance/writer/test_stateful.py) draws these too.
 authorizations = st.one_of(
     st.just(FirstAttempt()),
     st.builds(Next, retry=st.booleans()),
-    st.integers(0, 2).flatmap(
-        lambda n: st.builds(Retry, next_index=st.just(n), max_index=st.integers(n, n + 1))
+    st.integers(0, 3).flatmap(
+        lambda n: st.builds(Retry, next_index=st.just(n), max_index=st.integers(n, n + 2))
     ),
 )
 outcomes = st.one_of(
     st.just(Accepted()),
     st.just(Superseded()),
-    st.builds(Censored, reason=st.sampled_from(["budget", 'délai "x"'])),
+    st.builds(Censored, reason=st.sampled_from(["budget", "timeout", 'délai "x"'])),
     st.builds(
         Failed, code=st.sampled_from(["worker_crashed", "oom"]), details=st.just({"exit": 3})
     ),

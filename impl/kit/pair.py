@@ -11,7 +11,6 @@ read before the driver's recovery pass runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from runstore import model as m
@@ -78,12 +77,12 @@ class Pair:
         self.driver = driver
         self.root = root
         self.tokens = TokenQueue()
-        self.disk: Callable[[m.ModelState], m.DiskView] = lambda state: disk_view(root, state)
         self.model = ModelWriter(state or m.ModelState(), tokens=self.tokens, disk=self._disk)
         self._seen: m.DiskView | None = None
+        """The disk as it was before the driver's recovery pass ran (the model's view)."""
 
     def _disk(self, state: m.ModelState) -> m.DiskView:
-        return self._seen if self._seen is not None else self.disk(state)
+        return self._seen if self._seen is not None else disk_view(self.root, state)
 
     def open(self) -> None:
         self.expect_result("open", {"root": self.root})
