@@ -2,8 +2,10 @@
 
 Rules of this file: the functions here are called only in forked children, which leave
 with ``os._exit``. The harness marks each step in the trace (``["op", i, name]`` before,
-``["end", i]`` after; step 0 is opening the store), checks each step's result against the
-model's, and ends the trace with ``["done"]`` or ``["error", text]``. Fixtures are
+``["end", i]`` after; step 0 is opening the store, with ``--init`` creating the root first
+for a scenario that creates its root; an exporting scenario's last step is the export,
+which closes the store), checks each step's result against the model's, and ends the
+trace with ``["done"]`` or ``["error", text]``. Fixtures are
 prepared here too: a store opened, set up and closed by a child, so that the sweep's
 parent never holds a connection. Stage tokens are deterministic on both sides: the model
 run draws them from one :class:`~runstore.testing.lockstep.StageTokens` counter starting
@@ -17,21 +19,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from collections.abc import Container
-from collections.abc import Sequence
 from typing import Final
 from typing import TypeVar
 
+import attrs
 from runstore import RunStore
 from runstore import model as m
 from runstore.batch import WriteBatch
+from runstore.crashsim.exporting import EXPORT
+from runstore.crashsim.exporting import export_closed
 from runstore.crashsim.scenarios import Scenario
-from runstore.crashsim.scenarios import Step
 from runstore.crashsim.tracer import Tracer
 from runstore.model.state import ModelState
 from runstore.receipts import PublishedArtifact
 from runstore.receipts import PublishedFinalization
+from runstore.recovery_report import RecoveryReport
 from runstore.store import schema_check
 from runstore.store.publication import staging
+from runstore.store.store_root import create_root
 from runstore.testing.lockstep import ModelWriter
 from runstore.testing.lockstep import StageTokens
 from runstore.testing.script import Context
@@ -104,30 +109,63 @@ class ModelRun:
         self.transactions: list[list[m.ModelState]] = [[state, state]]
         self.results: list[object] = [None]
         self.names = ["open", *(step.name for step in scenario.steps)]
+        if scenario.exports:
+            self.names.append(EXPORT)
         self.published: tuple[str, ...] = ()
         """The store paths of the objects the scenario's publications produce: once
         registered, each must exist on disk."""
 
     def play(self, disk: Callable[[m.ModelState], m.DiskView]) -> None:
         """Play the crash-tested steps on the model (after setup), recovery seeing the disk
-        through ``disk`` (the fixture's, read once it is prepared)."""
+        through ``disk`` (the fixture's, read once it is prepared; a later pass does not
+        see the stages an earlier pass of the steps quarantined)."""
         writer, context = self._writer, dict(self.context)
-        writer.disk = disk
+        quarantined: set[str] = set()
+
+        def seen(state: m.ModelState) -> m.DiskView:
+            view = disk(state)
+            stages = {p: held for p, held in view.stages.items() if p not in quarantined}
+            return attrs.evolve(view, stages=stages)
+
+        writer.disk = seen
+        published = {
+            result.artifact.path
+            for result in self.setup_results
+            if isinstance(result, PublishedArtifact | PublishedFinalization)
+        }
         for step in self.scenario.steps:
             writer.commits = [writer.state]
-            self.results.append(step.action(writer, context))
+            before = writer.state
+            result = step.action(writer, context)
+            self.results.append(result)
+            if isinstance(result, PublishedArtifact | PublishedFinalization):
+                published.add(result.artifact.path)
+            if isinstance(result, RecoveryReport):
+                quarantined.update(result.quarantined_stages)
+                # every object a pass registers is on disk: once acknowledged, it must stay
+                published.update(_artifact_paths(writer.state) - _artifact_paths(before))
             self.states.append(writer.state)
             self.transactions.append(writer.commits)
             self.contexts.append(dict(context))
-        self.published = tuple(
-            sorted(
-                {
-                    result.artifact.path
-                    for result in (*self.setup_results, *self.results)
-                    if isinstance(result, PublishedArtifact | PublishedFinalization)
-                }
-            )
-        )
+        if self.scenario.exports:  # a read: one transaction that changes nothing
+            self.results.append(None)
+            self.states.append(writer.state)
+            self.transactions.append([writer.state, writer.state])
+            self.contexts.append(dict(context))
+        self.published = tuple(sorted(published))
+
+    def quarantined_before(self, step: int) -> tuple[str, ...]:
+        """The stages the recovery passes among the steps before ``step`` reported
+        quarantined (their store paths, as the model's reports give them)."""
+        found: set[str] = set()
+        for result in self.results[1:step]:
+            if isinstance(result, RecoveryReport):
+                found.update(result.quarantined_stages)
+        return tuple(sorted(found))
+
+
+def _artifact_paths(state: m.ModelState) -> set[str]:
+    return {artifact.path for artifact in state.artifacts.values()}
 
 
 def prepare_fixture(scenario: Scenario, run: ModelRun, root: str) -> int:
@@ -153,6 +191,21 @@ def warm() -> None:
     schema_check.expected_fingerprint()
 
 
+def remove_missing_root(scenario: Scenario, root: str) -> None:
+    """For a scenario that creates its root: remove the (empty) fixture copy at ``root``,
+    so that opening finds no root, as before ``--init``. Idempotent."""
+    if scenario.creates_root and os.path.isdir(root):
+        os.rmdir(root)
+
+
+def open_store(scenario: Scenario, root: str) -> RunStore:
+    """Open the store at ``root`` as the scenario's user does: with ``--init`` (the root
+    created when missing, its parent synced) when the scenario creates its root."""
+    if scenario.creates_root:
+        create_root(root)
+    return RunStore.open(root)
+
+
 def run_traced(
     scenario: Scenario,
     run: ModelRun,
@@ -168,11 +221,12 @@ def run_traced(
     ``pause_at``; with ``persistence``, the trace also holds the seam's persistence
     effects). Returns COMPLETED or FAILED."""
     staging.install_token_source(StageTokens(run.step_tokens))
+    remove_missing_root(scenario, root)
     fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     tracer = Tracer(fd, root, crash_at, pause, pause_at, persistence)
     try:
         with tracer:
-            _run_steps(scenario.steps, run, root, tracer)
+            _run_steps(run, root, tracer)
     except Exception as error:
         tracer.mark(["error", f"{type(error).__name__}: {error}"])
         return FAILED
@@ -180,17 +234,26 @@ def run_traced(
     return COMPLETED
 
 
-def _run_steps(steps: Sequence[Step], run: ModelRun, root: str, tracer: Tracer) -> None:
+def _run_steps(run: ModelRun, root: str, tracer: Tracer) -> None:
     context = dict(run.context)
     tracer.mark(["op", 0, "open"])
-    store = RunStore.open(root)
+    store = open_store(run.scenario, root)
     tracer.mark(["end", 0])
-    for index, step in enumerate(steps, 1):
-        tracer.mark(["op", index, step.name])
-        actual = step.on_store(store, context)
+    for index in range(1, len(run.names)):
+        tracer.mark(["op", index, run.names[index]])
+        actual = run_step(run.scenario, index, store, context)
         tracer.mark(["end", index])
         if actual != run.results[index]:
             raise AssertionError(
-                f"{step.name}: store gave {actual!r}, model {run.results[index]!r}"
+                f"{run.names[index]}: store gave {actual!r}, model {run.results[index]!r}"
             )
     store.close()
+
+
+def run_step(scenario: Scenario, index: int, store: RunStore, context: Context) -> object:
+    """Step ``index`` (1, 2, ...) of ``scenario`` on the open ``store``: one of its steps,
+    or after them the export of an exporting scenario (which closes the store)."""
+    if index > len(scenario.steps):
+        export_closed(store)
+        return None
+    return scenario.steps[index - 1].on_store(store, context)

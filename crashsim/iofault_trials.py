@@ -31,10 +31,15 @@ from runstore import RunStore
 from runstore.crashsim import processes
 from runstore.crashsim import trials
 from runstore.crashsim.continuation import Resumption
+from runstore.crashsim.exporting import export_directory
 from runstore.crashsim.harness import ModelRun
+from runstore.crashsim.harness import open_store
+from runstore.crashsim.harness import remove_missing_root
+from runstore.crashsim.harness import run_step
 from runstore.crashsim.points import Point
 from runstore.crashsim.points import brief
 from runstore.crashsim.points import off_reference
+from runstore.crashsim.powerloss_check import inspection_problem
 from runstore.crashsim.scenarios import FIXTURE
 from runstore.crashsim.scenarios import MEMBER
 from runstore.crashsim.scenarios import RECOVER_STEP
@@ -49,7 +54,9 @@ from runstore.crashsim.tracer import read_trace
 from runstore.crashsim.verify import Acceptable
 from runstore.crashsim.verify import verify
 from runstore.errors import RunStoreError
+from runstore.inspection.atomic_file import TEMP_SUFFIX
 from runstore.store.publication import staging
+from runstore.store.store_root import create_root
 from runstore.testing import sqlite_kernel
 from runstore.testing.lockstep import StageTokens
 
@@ -143,6 +150,7 @@ def fault_run_body(
     injector = Injector(fault)
     logged = _LogRecorder()
     logging.getLogger("runstore").addHandler(logged)
+    remove_missing_root(scenario, root)
     fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     with Tracer(fd, root, fault=injector) as tracer:
         try:
@@ -180,10 +188,10 @@ def _faulted_steps(
         result: object = None
         try:
             if index == 0:
-                store = RunStore.open(root)
+                store = open_store(scenario, root)
             else:
                 assert store is not None
-                result = scenario.steps[index - 1].on_store(store, context)
+                result = run_step(scenario, index, store, context)
         except RunStoreError as error:
             finding = {"outcome": "raised", "code": error.code, "error": _text(error)}
         except Exception as error:  # the finding: an untyped error escaped
@@ -271,12 +279,22 @@ def trial_body(sweep: Sweep, trial: str, point: Point, fault: Fault, tamper: Tam
     verdict, detail, choices = judge(found, run, point, fault)
     if verdict != "verify":
         return unchecked(verdict, detail)
+    leftover = temporaries(export_directory(root))
+    if leftover:
+        return unchecked("failure", f"{detail}; the export left temporaries: {leftover}")
+    if scenario.creates_root:
+        create_root(root)  # the user finds no root and runs --init again
     states = run.transactions[point.op_index]
     acceptable = [(label, states[done]) for label, done in choices]
     resumption = None
     if scenario.resume:
         resumption = Resumption.of(scenario, run, point.op_index, [d for _, d in choices])
     checked = verify(root, acceptable, resumption, run.published, phases)
+    if checked.ok:
+        with phases.measure("validate and audit"):
+            problem = inspection_problem(root, run.published)
+        if problem:
+            checked = attrs.evolve(checked, ok=False, detail=problem)
     if checked.matched:
         detail = f"{detail}; matched {checked.matched}"
     trials.write(
@@ -289,6 +307,14 @@ def trial_body(sweep: Sweep, trial: str, point: Point, fault: Fault, tamper: Tam
         },
     )
     return 0
+
+
+def temporaries(directory: str) -> list[str]:
+    """The temporaries an interrupted export left in ``directory`` (none is allowed: a
+    failed export discards them, SPEC.md section 16.3)."""
+    if not os.path.isdir(directory):
+        return []
+    return sorted(name for name in os.listdir(directory) if name.endswith(TEMP_SUFFIX))
 
 
 def prefix_problem(reference: Sequence[Entry], trace: Sequence[Entry], k: int) -> str:

@@ -65,12 +65,18 @@ equal to the reference's up to the fault, else a ``mismatch``):
    acceptable state is the point's (:meth:`~runstore.crashsim.points.Point.choices`) with
    exactly the transactions the step committed before the failed call: a failed COMMIT
    committed nothing (SPEC.md section 8: "Any error rolls every write of the call back");
-   a recovery pass keeps every prefix its point allows.
+   a recovery pass keeps every prefix its point allows. Then ``validate`` and ``audit``
+   must agree with the model (:func:`~runstore.crashsim.powerloss_check.inspection_problem`).
+   An export that failed leaves no
+   temporary in its directory; a scenario that creates its root runs ``--init`` again
+   first when the root is missing, as its user would.
 
 **Selection.** The exhaustive sweep runs every injection point. The subset runs every
 point of ``init`` and, for every other scenario, a seeded sample that always holds each
-``sqlite`` point (with one errno) and one point of each distinct filesystem operation
-kind, filled up to :data:`SAMPLE` points. ``points`` counts the (boundary, errno) pairs
+``sqlite`` point (with one errno), one point of each distinct filesystem operation kind,
+and with both errnos every sync, rename and directory creation (:data:`ALWAYS_FAULTED`)
+of a recovery pass, of an export and of opening creating its root, filled up to
+:data:`SAMPLE` points. ``points`` counts the (boundary, errno) pairs
 chosen; ``states`` the trials whose fault fired and were checked; ``unfired`` those whose
 fault found nothing to fail; ``failures`` the failed trials, prefix mismatches (a changed
 path cannot count as tested) and fixture or reference problems.
@@ -86,6 +92,7 @@ from typing import Final
 
 import attrs
 from runstore.crashsim import trials
+from runstore.crashsim.exporting import EXPORT
 from runstore.crashsim.iofault_trials import ERRNOS
 from runstore.crashsim.iofault_trials import Fault
 from runstore.crashsim.iofault_trials import Tamper
@@ -96,6 +103,7 @@ from runstore.crashsim.results import Finding
 from runstore.crashsim.results import SuiteResult
 from runstore.crashsim.results import SweepResult
 from runstore.crashsim.scenarios import OPENING_SCENARIOS
+from runstore.crashsim.scenarios import RECOVER_STEP
 from runstore.crashsim.scenarios import SCENARIOS
 from runstore.crashsim.suite import run_sweeps
 from runstore.crashsim.sweep import Sweep
@@ -166,6 +174,20 @@ def operation_kind(point: Point) -> str:
     return str(point.entry[4]).split()[0]
 
 
+ALWAYS_FAULTED: Final = ("fsync_dir", "fsync_file", "rename_noreplace", "create_directory", "mkdir")
+"""The operations the subset fails at every point (each errno) in a recovery pass, an
+export, and where opening creates the root: each sync, rename and directory creation."""
+
+
+def always_faulted(point: Point) -> bool:
+    """Whether the subset fails ``point`` with each errno (see :data:`ALWAYS_FAULTED`)."""
+    if point.entry[2:4] != ["before", "fs"] or operation_kind(point) not in ALWAYS_FAULTED:
+        return False
+    if point.op_name.startswith(RECOVER_STEP) or point.op_name == EXPORT:
+        return True
+    return str(point.entry[4]) == "mkdir $ROOT"
+
+
 def among(name: str, pick: FaultPick) -> Selector[Fault]:
     """The selector of scenario ``name``'s faults that ``pick`` chooses among every
     injection point (:func:`faults_of`)."""
@@ -198,6 +220,7 @@ def subset(seed: int, name: str) -> Selector[Fault]:
             if fault.target == "fs":
                 kinds.setdefault(operation_kind(points[fault.k]), []).append(fault)
         chosen |= {rng.choice(kinds[kind]) for kind in sorted(kinds)}
+        chosen |= {f for f in faults if f.target == "fs" and always_faulted(points[f.k])}
         rest = sorted(set(faults) - chosen)
         chosen |= set(rng.sample(rest, min(max(SAMPLE - len(chosen), 0), len(rest))))
         return sorted(chosen)

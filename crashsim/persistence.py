@@ -22,85 +22,41 @@ power cut may then leave, independently:
   entry in the root follows the directory rule like any other; when it is lost, so are the
   sidecars (their entries are SQLite's to sync).
 
-Rules of this file: pure bookkeeping over photographs (:data:`Photo`) and the persistence
-effects the durability seam recorded (:data:`runstore.durable.Recorder`); no process is
-forked and no store opened here. Paths are relative to the store root ("" is the root).
+Two departures from "everything in the fixture is durable": a scenario's *unsynced* paths
+(what a process that died before its syncs leaves while the machine stays up) are not
+durable at the start, with everything beneath them; and when the photographs are of the
+root's parent (a run that creates its root or an export directory beside it,
+:func:`~runstore.crashsim.photographs.photograph_parent`), the root is at
+:data:`~runstore.crashsim.photographs.STORE` and its own entry follows the directory rule
+like any other.
+
+Rules of this file: pure bookkeeping over photographs
+(:mod:`runstore.crashsim.photographs`) and the persistence effects the durability seam
+recorded (:data:`runstore.durable.Recorder`); no process is forked and no store opened
+here. Paths are relative to what is photographed ("" is its top: the store root, or its
+parent).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import os
 import random
 import re
-import stat
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
-from typing import Final
 
 import attrs
 from runstore.crashsim.images import Tree
+from runstore.crashsim.photographs import DATABASE_FILES
+from runstore.crashsim.photographs import PARENT_PREFIX
+from runstore.crashsim.photographs import ROOT_PREFIX
+from runstore.crashsim.photographs import Photo
+from runstore.crashsim.photographs import inside
 from runstore.store.probes import PROBE_PREFIX
 from runstore.store.store_root import DATABASE_NAME
-from runstore.store.store_root import SIDECAR_NAMES
-
-DATABASE_FILES: Final = (DATABASE_NAME, *SIDECAR_NAMES)
-ROOT_PREFIX: Final = "$ROOT"
-
-
-@attrs.frozen
-class Node:
-    """One entry of a photograph: inode number, kind ("d", "f" or "l"), mode bits, bytes
-    (a symbolic link's: its target)."""
-
-    ino: int
-    kind: str
-    mode: int
-    data: bytes = b""
-
-
-Photo = dict[str, Node]
-"""A store root read whole: relative path ("" for the root) to its node. The database
-files are in it with no bytes: their bytes are read by :func:`database_files`."""
-
-
-def photograph(root: str) -> Photo:
-    """Read ``root`` whole (every directory, regular file and symbolic link, by inode; the
-    database files without their bytes). Anything else is refused."""
-    info = os.lstat(root)
-    photo: Photo = {"": Node(info.st_ino, "d", stat.S_IMODE(info.st_mode))}
-    for directory, names, files in os.walk(root):
-        for name in sorted(names + files):
-            path = os.path.join(directory, name)
-            relative = os.path.relpath(path, root)
-            info = os.lstat(path)
-            mode = stat.S_IMODE(info.st_mode)
-            if stat.S_ISLNK(info.st_mode):
-                photo[relative] = Node(info.st_ino, "l", mode, os.fsencode(os.readlink(path)))
-            elif stat.S_ISDIR(info.st_mode):
-                photo[relative] = Node(info.st_ino, "d", mode)
-            elif stat.S_ISREG(info.st_mode):
-                data = b""
-                if relative not in DATABASE_FILES:
-                    with open(path, "rb") as handle:
-                        data = handle.read()
-                photo[relative] = Node(info.st_ino, "f", mode, data)
-            else:
-                raise RuntimeError(f"the store root holds a special file: {relative}")
-    return photo
-
-
-def database_files(root: str) -> dict[str, bytes]:
-    """The bytes of each database file that exists in ``root``."""
-    found: dict[str, bytes] = {}
-    for name in DATABASE_FILES:
-        try:
-            with open(os.path.join(root, name), "rb") as handle:
-                found[name] = handle.read()
-        except FileNotFoundError:
-            continue
-    return found
 
 
 @attrs.frozen
@@ -158,6 +114,8 @@ class Cut:
     items: tuple[Item, ...]
     database: Mapping[str, bytes]
     """The database files as they are at the cut (absent ones left out)."""
+    store: str = ""
+    """Where the store root is in the tree ("" unless the root's parent is modelled)."""
 
     def count(self) -> int:
         total = 1
@@ -165,11 +123,15 @@ class Cut:
             total *= len(item.options)
         return total
 
-    def choices(self, limit: int, seed: int) -> list[tuple[int, ...]]:
-        """Every choice vector when there are at most ``limit``; otherwise the page
-        cache's state, everything undone, each item undone alone (each option), each item
-        alone kept, and seeded random vectors up to ``limit``."""
+    def choices(self, limit: int, seed: int, cap: int | None = None) -> list[tuple[int, ...]]:
+        """Every choice vector when there are at most ``limit`` (and ``cap``); otherwise
+        the page cache's state, everything undone, each item undone alone (each option),
+        each item alone kept, and seeded random vectors up to ``limit``. With ``cap``, at
+        most ``cap`` vectors: the page cache's state, everything undone, then items undone
+        alone in a seeded order."""
         sizes = [len(item.options) for item in self.items]
+        if cap is not None and self.count() > cap:
+            return _capped(sizes, cap, random.Random(seed))
         if self.count() <= limit:
             return list(itertools.product(*(range(size) for size in sizes)))
         chosen: dict[tuple[int, ...], None] = {}
@@ -226,10 +188,10 @@ class Cut:
             path = f"{relative}/{name}" if relative else name
             if child < 0 or child in ancestors:
                 continue
-            if not relative and name == DATABASE_NAME:
+            if relative == self.store and name == DATABASE_NAME:
                 for file in DATABASE_FILES:
                     if file in database or file == DATABASE_NAME:
-                        tree.append((file, "f", 0o600, database.get(file, b"")))
+                        tree.append((inside(relative, file), "f", 0o600, database.get(file, b"")))
                 continue
             child_version = self.seen[child]
             if isinstance(child_version, DirVersion):
@@ -245,7 +207,19 @@ class Disk:
     with the effects recorded since the previous one; :meth:`cut` says what a power cut
     at the latest photograph may leave."""
 
-    def __init__(self, start: Photo, database: Mapping[str, bytes]) -> None:
+    def __init__(
+        self,
+        start: Photo,
+        database: Mapping[str, bytes],
+        unsynced: Sequence[str] = (),
+        *,
+        store: str = "",
+    ) -> None:
+        self.store = store
+        """Where the store root is in the photographs: "" (they are of the root), or
+        :data:`STORE` (they are of its parent, :func:`photograph_parent`)."""
+        self._database_files = frozenset(inside(store, name) for name in DATABASE_FILES)
+        self._database_name = inside(store, DATABASE_NAME)
         self._database = dict(database)
         self._safe_database = dict(database)
         self._next = 0
@@ -257,6 +231,30 @@ class Disk:
         self.durable: dict[int, Version] = {}
         self._observe(start)
         self.durable = dict(self.seen)
+        self._forget(start, [inside(store, pattern) for pattern in unsynced])
+
+    def _forget(self, start: Photo, patterns: Sequence[str]) -> None:
+        """Make each fixture path matching one of ``patterns`` (``fnmatch``, relative to
+        the root; never the root or a database file) never synced, with everything beneath
+        it: its entry is not in its directory's durable entries, a file has no durable
+        bytes, a directory no durable entries."""
+        matched = sorted(
+            relative
+            for relative in start
+            if relative
+            and relative not in self._database_files
+            and any(fnmatch.fnmatchcase(relative, pattern) for pattern in patterns)
+        )
+        for relative in matched:
+            parent = self._paths[os.path.dirname(relative)]
+            kept = self.durable.get(parent)
+            if isinstance(kept, DirVersion):
+                name = os.path.basename(relative)
+                entries = tuple(entry for entry in kept.entries if entry[0] != name)
+                self.durable[parent] = DirVersion(kept.mode, entries)
+            for path, identity in self._paths.items():
+                if path == relative or path.startswith(relative + "/"):
+                    self.durable.pop(identity, None)
 
     def observe(
         self,
@@ -276,7 +274,7 @@ class Disk:
             if effect not in ("fsync", "fsync_dir"):
                 continue
             relative = self._resolve(str(paths[0]))
-            if relative is None or relative in DATABASE_FILES:
+            if relative is None or relative in self._database_files:
                 continue
             identity = self._paths[relative]
             self.durable[identity] = self.seen[identity]
@@ -314,8 +312,10 @@ class Disk:
                         queue.append(child)
         if self._database != self._safe_database:
             options = (dict(self._database), dict(self._safe_database))
-            items.append(Item("database", -1, DATABASE_NAME, DATABASE_NAME, options))
-        return Cut(root, dict(self.seen), tuple(_grouped(items)), dict(self._database))
+            name = self._database_name
+            items.append(Item("database", -1, DATABASE_NAME, name, options))
+        grouped = tuple(_grouped(items, self.store))
+        return Cut(root, dict(self.seen), grouped, dict(self._database), self.store)
 
     def _file_items(
         self,
@@ -324,7 +324,7 @@ class Disk:
         durable: Version | None,
         names: Mapping[int, str],
     ) -> Iterator[Item]:
-        if names.get(identity) == DATABASE_NAME:
+        if names.get(identity) == self._database_name:
             return
         # A file never synced in the run keeps its mode (metadata) but none of its bytes.
         kept = durable if isinstance(durable, FileVersion) else FileVersion(seen.mode, b"")
@@ -341,8 +341,8 @@ class Disk:
         by_ino: dict[int, int] = {}
         paths: dict[str, int] = {}
         for relative, node in photo.items():
-            if relative in SIDECAR_NAMES:
-                continue
+            if relative in self._database_files and relative != self._database_name:
+                continue  # the sidecars: SQLite's, modelled with the database
             identity = self._by_ino.get(node.ino)
             previous = self.seen.get(identity) if identity is not None else None
             if identity is None or _kind(previous) != node.kind:
@@ -354,7 +354,7 @@ class Disk:
                 node.kind == "f"
                 and isinstance(previous, FileVersion)
                 and previous.data != node.data
-                and relative != DATABASE_NAME
+                and relative != self._database_name
             ):
                 derived.append(("write", relative))
             by_ino[node.ino] = identity
@@ -370,7 +370,7 @@ class Disk:
             node = photo[relative]
             if node.kind == "d":
                 self.seen[identity] = DirVersion(node.mode, tuple(sorted(children[identity])))
-            elif relative == DATABASE_NAME:
+            elif relative == self._database_name:
                 self.seen[identity] = FileVersion(node.mode, b"")
             else:
                 self.seen[identity] = FileVersion(node.mode, node.data, node.kind == "l")
@@ -381,13 +381,21 @@ class Disk:
         return derived
 
     def _resolve(self, path: str) -> str | None:
-        """The relative path of a recorded effect's normalized path (None outside the
-        root); the probe directory's normalized suffix is matched against the photograph."""
+        """The relative path of a recorded effect's normalized path (None outside what is
+        photographed); a normalized random suffix (a probe directory's, an export
+        temporary's) is matched against the photograph."""
         if path == ROOT_PREFIX:
+            return self.store
+        if path.startswith(ROOT_PREFIX + "/"):
+            relative = inside(self.store, path[len(ROOT_PREFIX) + 1 :])
+        elif self.store and path.startswith(ROOT_PREFIX):  # a sibling: <root>.export
+            relative = self.store + path[len(ROOT_PREFIX) :]
+        elif self.store and path == PARENT_PREFIX:
             return ""
-        if not path.startswith(ROOT_PREFIX + "/"):
+        elif self.store and path.startswith(PARENT_PREFIX + "/"):
+            relative = path[len(PARENT_PREFIX) + 1 :]
+        else:
             return None
-        relative = path[len(ROOT_PREFIX) + 1 :]
         if relative in self._paths or "*" not in relative:
             return relative
         pattern = re.compile(re.escape(relative).replace(r"\*", "[0-9a-f]+"))
@@ -399,7 +407,7 @@ class Disk:
     def aliases(self, item: Item) -> set[str]:
         """Every path the thing ``item`` is about was seen under (for reports)."""
         if item.kind == "database":
-            return {DATABASE_NAME}
+            return {self._database_name}
         if item.kind == "data":
             return set(self._aliases.get(item.identity, ()))
         if item.kind == "group":
@@ -415,16 +423,35 @@ class Disk:
         return dict(self._last_path)
 
 
-def _grouped(items: list[Item]) -> list[Item]:
+def _capped(sizes: Sequence[int], cap: int, generator: random.Random) -> list[tuple[int, ...]]:
+    """At most ``cap`` choice vectors: nothing undone, everything undone, then single
+    undos (each item, each option) in a seeded order."""
+    nothing = tuple(0 for _ in sizes)
+    chosen = dict.fromkeys([nothing, tuple(size - 1 for size in sizes)])
+    singles = [
+        (*nothing[:index], option, *nothing[index + 1 :])
+        for index, size in enumerate(sizes)
+        for option in range(1, size)
+    ]
+    generator.shuffle(singles)
+    for single in singles:
+        if len(chosen) >= cap:
+            break
+        chosen[single] = None
+    return list(chosen)[:cap]
+
+
+def _grouped(items: list[Item], store: str) -> list[Item]:
     """``items`` with those inside each probe directory made one group: what a cut leaves
     there is never read (the next opening removes a probe directory whole, reading nothing
     in it), so only the two extremes are kept: all as seen, or all undone."""
     inside: dict[str, list[Item]] = {}
     kept: list[Item] = []
+    prefix = f"{store}/" if store else ""
     for item in items:
-        top, _, rest = item.path.partition("/")
-        if top.startswith(PROBE_PREFIX) and rest:
-            inside.setdefault(top, []).append(item)
+        top, _, rest = item.path.removeprefix(prefix).partition("/")
+        if item.path.startswith(prefix) and top.startswith(PROBE_PREFIX) and rest:
+            inside.setdefault(prefix + top, []).append(item)
         else:
             kept.append(item)
     for top, members in sorted(inside.items()):

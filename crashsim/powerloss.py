@@ -17,11 +17,11 @@ it), every completed object, the user's continuation, and on a failure whether a
 acknowledged result was lost. States whose trees are identical at cuts with the same
 acceptable states are checked once.
 
-The first failing state (one that lost an acknowledged result first, then the earliest
-cut) is then shrunk: each undone item is put back in turn while the state still fails, and
-what remains, with the persistence events up to the cut that touched it (the seam's
-effects and the file creations and writes the photographs show), is the report
-(``shrunk``).
+The first failing state (one that lost an acknowledged result first, then one that lost a
+committed result, then the earliest cut) is then shrunk: each undone item is put back in
+turn while the state still fails, and what remains, with the persistence events up to the
+cut that touched it (the seam's effects and the file creations and writes the photographs
+show), is the report (``shrunk``).
 
 Rules of this file: the parent never opens a connection; every state is checked in its own
 child. The database's bytes are read only at the safe points SQLite's guarantee names and
@@ -34,22 +34,32 @@ import functools
 import os
 import shutil
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Final
 
 import attrs
 from runstore.crashsim import processes
 from runstore.crashsim import trials
+from runstore.crashsim.harness import remove_missing_root
 from runstore.crashsim.images import Digests
+from runstore.crashsim.images import Tree
 from runstore.crashsim.images import stop_at
 from runstore.crashsim.images import write_tree
 from runstore.crashsim.persistence import Cut
 from runstore.crashsim.persistence import Disk
-from runstore.crashsim.persistence import database_files
-from runstore.crashsim.persistence import photograph
+from runstore.crashsim.photographs import PARENT_PREFIX
+from runstore.crashsim.photographs import ROOT_PREFIX
+from runstore.crashsim.photographs import STORE
+from runstore.crashsim.photographs import Photo
+from runstore.crashsim.photographs import database_files
+from runstore.crashsim.photographs import photograph
+from runstore.crashsim.photographs import photograph_parent
 from runstore.crashsim.powerloss_check import LOST
+from runstore.crashsim.powerloss_check import LOST_COMMIT
 from runstore.crashsim.powerloss_check import CutPoint
 from runstore.crashsim.powerloss_check import check_state_body
+from runstore.crashsim.powerloss_check import exported_files
 from runstore.crashsim.results import Finding
 from runstore.crashsim.results import SweepResult
 from runstore.crashsim.sweep import Sweep
@@ -57,6 +67,7 @@ from runstore.crashsim.tracer import Entry
 from runstore.crashsim.tracer import describe
 from runstore.crashsim.tracer import effect_number
 from runstore.crashsim.tracer import effect_stop
+from runstore.store.recovery.disk import QUARANTINE_NAME
 
 END: Final = -1
 """The cut after the last step returned and the store was closed."""
@@ -74,9 +85,13 @@ class PowerLoss:
     limit: int
     seed: int = 0
     shrink: bool = True
+    caps: Mapping[str, int] = attrs.field(factory=dict)
+    """Scenario name -> at most this many states per cut (see
+    :meth:`~runstore.crashsim.persistence.Cut.choices`)."""
 
     def run(self, sweep: Sweep, chosen: Sequence[int]) -> SweepResult:
-        cuts = _Cuts(sweep, chosen, self.limit, self.seed)
+        cap = self.caps.get(sweep.scenario.name)
+        cuts = _Cuts(sweep, chosen, self.limit, self.seed, cap)
         cuts.run()
         if self.shrink and cuts.first_failure is not None:
             cuts.shrink()
@@ -131,11 +146,13 @@ class _State:
 
 
 class _Cuts:
-    def __init__(self, sweep: Sweep, cuts: Sequence[int], limit: int, seed: int) -> None:
+    def __init__(
+        self, sweep: Sweep, cuts: Sequence[int], limit: int, seed: int, cap: int | None
+    ) -> None:
         self.sweep, self.model, self.points = sweep, sweep.run, sweep.points
         self.cuts = frozenset(cuts)
         self.cut_count = len(self.cuts) + 1
-        self.limit, self.seed = limit, seed
+        self.limit, self.seed, self.cap = limit, seed, cap
         self.safe = safe_points(sweep.reference)
         self.effects = effects_of(sweep.reference)
         self.effect_cuts = frozenset(
@@ -152,6 +169,8 @@ class _Cuts:
         self.first_failure: _State | None = None
         self.shrunk = ""
         self.sampled = 0
+        self.exported: dict[str, bytes] | None = None
+        """An export directory's files at the end of the run, when there is one."""
         self.log: list[tuple[int, str, tuple[str, ...]]] = []
         """Each persistence event up to now, with the boundary it precedes: the photographs'
         file creations and writes, then the seam's recorded effects."""
@@ -174,8 +193,9 @@ class _Cuts:
         self.checks.drain()
         failed = [s for s in self.states if self.findings[s.number][0] != "ok"]
         lost = [s for s in failed if self.findings[s.number][1].startswith(LOST)]
+        committed = [s for s in failed if self.findings[s.number][1].startswith(LOST_COMMIT)]
         if failed:
-            self.first_failure = min(lost or failed, key=_earliest)
+            self.first_failure = min(lost or committed or failed, key=_earliest)
 
     def results(self) -> list[Finding]:
         """A finding per distinct state, in the order they were cut, then the mismatches."""
@@ -217,8 +237,28 @@ class _Cuts:
 
     # --- the imaging run ---------------------------------------------------------------
 
+    def _photograph(self, live: str) -> Photo:
+        """The store root whole, or its parent as far as the run reaches it (a scenario
+        that makes directories beside its root)."""
+        return photograph_parent(live) if self.sweep.scenario.parent else photograph(live)
+
+    def root_of(self, trial: str) -> str:
+        """Where a state's store root is written in ``trial`` (under ``base/`` when the
+        root's parent is modelled)."""
+        if self.sweep.scenario.parent:
+            return os.path.join(trial, "base", STORE)
+        return os.path.join(trial, "store")
+
+    def _write(self, tree: Tree, trial: str) -> None:
+        top = self.root_of(trial)
+        write_tree(tree, os.path.dirname(top) if self.sweep.scenario.parent else top)
+
     def _started(self, live: str) -> None:
-        self.disk = Disk(photograph(live), database_files(live))
+        scenario = self.sweep.scenario
+        remove_missing_root(scenario, live)
+        store = STORE if scenario.parent else ""
+        photo = self._photograph(live)
+        self.disk = Disk(photo, database_files(live), scenario.unsynced, store=store)
 
     def _stopped(self, stop: int, live: str) -> None:
         """At a boundary (``stop`` >= 0) or right after a persistence effect (negative)."""
@@ -228,14 +268,14 @@ class _Cuts:
             k, effect = self.effects[n]
             cut = n in self.effect_cuts
             database = database_files(live) if cut else None
-            derived = self.disk.observe(photograph(live), [effect], database)
+            derived = self.disk.observe(self._photograph(live), [effect], database)
             self._log(k + 1, derived, [effect])
             if cut:
                 self._cut(CutPoint(self.points[k]), self._after(stop))
             return
         wanted = stop in self.safe or stop in self.cuts
         database = database_files(live) if wanted else None
-        derived = self.disk.observe(photograph(live), [], database, safe=stop in self.safe)
+        derived = self.disk.observe(self._photograph(live), [], database, safe=stop in self.safe)
         self._log(stop, derived, [])
         if stop in self.cuts:
             self._cut(CutPoint(self.points[stop]), describe(self.points[stop].entry))
@@ -243,23 +283,33 @@ class _Cuts:
     def _ended(self, live: str, status: int) -> None:
         if self.disk is None or status != 0:
             return
-        derived = self.disk.observe(photograph(live), [], database_files(live))
+        derived = self.disk.observe(self._photograph(live), [], database_files(live))
+        self.exported = exported_files(live)
         self._log(len(self.points), derived, [])
         self._cut(CutPoint(None), "the end of the run (every step returned, store closed)")
 
+    def _normalized(self, path: str) -> str:
+        """A photographed path as the seam's effects name it (``$ROOT/...``; with the
+        root's parent modelled, ``$PARENT/...`` and ``$ROOT.export/...`` too)."""
+        if not self.sweep.scenario.parent:
+            return f"{ROOT_PREFIX}/{path}" if path else ROOT_PREFIX
+        if path == STORE or path.startswith((f"{STORE}/", f"{STORE}.")):
+            return ROOT_PREFIX + path[len(STORE) :]
+        return f"{PARENT_PREFIX}/{path}" if path else PARENT_PREFIX
+
     def _log(self, k: int, derived: Sequence[tuple[str, str]], effects: Sequence[Entry]) -> None:
         for event, path in derived:
-            self.log.append((k, event, (f"$ROOT/{path}",)))
+            self.log.append((k, event, (self._normalized(path),)))
         for effect, *paths in effects:
             self.log.append((k, str(effect), tuple(str(path) for path in paths)))
 
     def _cut(self, cut: CutPoint, where: str) -> None:
         assert self.disk is not None
         items = self.disk.cut()
-        self.sampled += items.count() > self.limit
+        self.sampled += items.count() > min(self.limit, self.cap or self.limit)
         acceptable = tuple(label for label, _ in cut.acceptable(self.model))
         step = cut.step(self.model)
-        for choice in items.choices(self.limit, self.seed + cut.k):
+        for choice in items.choices(self.limit, self.seed + cut.k, self.cap):
             tree = items.materialize(choice)
             key = (self.digests.tree(tree), step, acceptable, cut.point is None)
             known = self.checked.get(key)
@@ -278,7 +328,7 @@ class _Cuts:
             self.checked[key] = state
             trial = self._trial(state)
             os.mkdir(trial, 0o700)
-            write_tree(tree, os.path.join(trial, "store"))
+            self._write(tree, trial)
             self.checks.add(state)
             self.checks.service()
 
@@ -297,9 +347,25 @@ class _Cuts:
             self.sweep.scenario,
             self.model,
             state.cut,
-            os.path.join(trial, "store"),
+            self.root_of(trial),
             os.path.join(trial, "result.json"),
+            self.exported if state.cut.point is None else None,
+            self._secured(state),
         )
+
+    def _secured(self, state: _State) -> tuple[str, ...]:
+        """The stages (store paths) a quarantine rename moved before ``state``'s cut whose
+        destination directory was synced after the rename: from then on the stage must
+        never be lost (:func:`~runstore.crashsim.powerloss_check.quarantine_problem`)."""
+        pending: dict[str, set[str]] = {}
+        secured: set[str] = set()
+        for _, event, targets in self.log[: state.logged]:
+            if event == "rename" and f"/{QUARANTINE_NAME}/" in targets[1]:
+                source = targets[0].removeprefix(f"{ROOT_PREFIX}/")
+                pending.setdefault(os.path.dirname(targets[1]), set()).add(source)
+            elif event == "fsync_dir" and targets[0] in pending:
+                secured |= pending.pop(targets[0])
+        return tuple(sorted(secured))
 
     def _collect(self, state: _State, status: int) -> None:
         self.findings[state.number] = _verdict(self._trial(state), status)
@@ -326,7 +392,7 @@ class _Cuts:
         undone = [item.what for item, _ in items] or ["nothing (the page cache's own state)"]
         assert self.disk is not None
         paths = sorted(set().union(*(self.disk.aliases(item) for item, _ in items)))
-        touched = _touching(self.log[: state.logged], paths)
+        touched = _touching(self.log[: state.logged], [self._normalized(p) for p in paths])
         self.shrunk = "\n".join(
             [
                 f"cut at {state.where} ({len(state.undone)} items undone, shrunk to {len(items)})",
@@ -341,7 +407,7 @@ class _Cuts:
         trial = self.sweep.trial("shrinking")
         shutil.rmtree(trial, ignore_errors=True)
         os.mkdir(trial, 0o700)
-        write_tree(state.items.materialize(choice), os.path.join(trial, "store"))
+        self._write(state.items.materialize(choice), trial)
         status = processes.run(self._body(state, trial), trial + ".error")
         return _verdict(trial, status)
 
@@ -357,9 +423,10 @@ def _verdict(trial: str, status: int) -> tuple[str, str]:
 
 
 def _touching(log: Sequence[tuple[int, str, tuple[str, ...]]], paths: Sequence[str]) -> list[str]:
-    """The persistence events of ``log`` whose paths name one of ``paths`` or the directory
-    holding one, numbered in order (``@k``: the boundary the event precedes)."""
-    wanted = {f"$ROOT/{path}" for path in paths}
+    """The persistence events of ``log`` whose paths name one of ``paths`` (normalized as
+    the seam's effects are) or the directory holding one, numbered in order (``@k``: the
+    boundary the event precedes)."""
+    wanted = set(paths)
     wanted |= {os.path.dirname(path) for path in wanted}
     return [
         f"#{number} @k={k} {event} {' -> '.join(targets)}"

@@ -1,10 +1,11 @@
 """The crash simulator's scenarios: initialization, every writer operation and both
 publications (every terminal outcome, fresh and identical-content reuse).
 
-Rules of this file: values and deterministic functions only. A :class:`Scenario` is a
+Rules of this file: values and deterministic functions only (the scenario and step types
+are :mod:`runstore.crashsim.scenario_types`'s, re-exported here). A ``Scenario`` is a
 fixture recipe (``setup`` steps run once on a fresh store, which is then closed) plus the
 ``steps`` whose every boundary is a crash point; the harness opens the store before them
-(the step "open") and closes it after. Each :class:`Step` is a
+(the step "open") and closes it after. Each ``Step`` is a
 :class:`~runstore.testing.script.Call`, written once as data so the same step runs on the
 store and on the model; ``store_action`` exists only for the deliberately faulty scenarios
 of :mod:`runstore.crashsim.faulty`. Guards flow between steps through a context dict. A
@@ -18,12 +19,12 @@ computed by the model's content module, so a reference to it is data too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Final
 
-import attrs
-from runstore import RunStore
+from runstore.crashsim.exporting import EXPORT
+from runstore.crashsim.scenario_types import Scenario as Scenario
+from runstore.crashsim.scenario_types import Step as Step
 from runstore.enums import ArtifactKind
 from runstore.enums import AttemptState
 from runstore.model import content
@@ -40,67 +41,15 @@ from runstore.requests import TerminalOutcome
 from runstore.testing import factories
 from runstore.testing import fixtures as fx
 from runstore.testing import script
-from runstore.testing.lockstep import Writer
-from runstore.testing.lockstep import outcome
 from runstore.testing.publishing import ClockScript
 from runstore.testing.publishing import Payload
 from runstore.testing.publishing import at
-from runstore.testing.script import Call
-from runstore.testing.script import Context
-
-StoreAction = Callable[[RunStore, Context], object]
 
 FIXTURE: Final = fx.slot_fixture(name="main")
 """The one-shot slot every writer scenario registers."""
 MEMBER: Final = FIXTURE.observation_slots[0]
 EXPIRES: Final = 10_000
 """The expiry of every lease the scenarios request."""
-
-
-@attrs.frozen
-class Step:
-    """One writer operation of a scenario."""
-
-    call: Call
-    store_action: StoreAction | None = None
-    refused: str | None = None
-    """The code the step is refused with on purpose (a setup step that leaves what a
-    crash would leave); its result is then ``("refused", code)`` on both sides."""
-
-    @property
-    def name(self) -> str:
-        return self.call.name
-
-    def action(self, writer: Writer, context: Context) -> object:
-        """Run the step through ``writer`` (the model, or a store)."""
-        if self.refused is None:
-            return self.call.apply(writer, context)
-        result = outcome(lambda: self.call.apply(writer, context))
-        if result != ("refused", self.refused):
-            raise AssertionError(f"{self.name} gave {result!r}, not refused {self.refused}")
-        return result
-
-    def on_store(self, store: RunStore, context: Context) -> object:
-        """Run the step on an open store."""
-        if self.store_action is not None:
-            return self.store_action(store, context)
-        return self.action(store, context)
-
-
-@attrs.frozen
-class Scenario:
-    """A sweep's scenario: its fixture recipe and its crash-tested steps."""
-
-    name: str
-    setup: tuple[Step, ...]
-    steps: tuple[Step, ...]
-    initialized: bool = True
-    """False for the initialization scenario, whose fixture is an empty root."""
-    resume: bool = False
-    """After a crash, re-run the interrupted step and the rest before the generic
-    continuation (publication scenarios); False keeps the generic continuation only."""
-    finish: tuple[Step, ...] = ()
-    """With ``resume``: the steps that take the attempt on to its intended end."""
 
 
 # --- step builders over the one fixture slot ----------------------------------------------
@@ -296,12 +245,17 @@ ALL_EDGES = (
 
 REOPEN: Final = "reopen"
 INIT_REGISTER: Final = "init_register"
+INIT_ROOT: Final = "init_root"
+"""``--init`` creating a missing root, then the new store's first registration (the
+power-loss sweep's check that the root's entry in its parent is synced)."""
 """A store created by opening, then its first registration: the first acknowledged result
 of a new store (the power-loss sweep's check that creating the database is durable)."""
 
 
-def _scenario(name: str, setup: tuple[Step, ...], *steps: Step) -> Scenario:
-    return Scenario(name=name, setup=setup, steps=steps)
+def _scenario(
+    name: str, setup: tuple[Step, ...], *steps: Step, unsynced: tuple[str, ...] = ()
+) -> Scenario:
+    return Scenario(name=name, setup=setup, steps=steps, unsynced=unsynced)
 
 
 def _publication(
@@ -348,6 +302,13 @@ DIED_AFTER_RENAME = publish_final(
     clock=dies_at(1_400, 1_401, 1_402),
     refused="out_of_range",
 )
+DIED_ORPHAN = publish(A, 1_150, clock=dies_at(1_150, 1_151), refused="out_of_range")
+"""A dataset publisher that died after its rename: a verified, unregistered orphan."""
+ABANDONED_STAGE = publish(A, 1_160, LINKED, refused="unsafe_entry")
+"""A publisher refused after registering its stage: a stage for recovery to quarantine."""
+UNSYNCED_OBJECT: Final = "artifacts/{kind}-*"
+UNSYNCED_STAGE: Final = "artifacts/.staging-*/*"
+"""The stage's contents: its directory is never synced (only its entry in artifacts/)."""
 RECOVERIES: Final = (
     _scenario("recover_expired_reservation", (*RUNNING, publish(A, 1_150)), recover(20_000)),
     _scenario(
@@ -355,21 +316,41 @@ RECOVERIES: Final = (
         (*RUNNING, publish(A, 1_150), finalize(A, "claim-a", 1_200, expires=5_000)),
         recover(6_000),
     ),
-    _scenario("recover_accepted_import", (*PUBLISHED_OBSERVED, DIED_AFTER_RENAME), recover(20_000)),
+    _scenario(
+        "recover_accepted_import",
+        (*PUBLISHED_OBSERVED, DIED_AFTER_RENAME),
+        recover(20_000),
+        unsynced=(UNSYNCED_OBJECT.format(kind="attempt"),),
+    ),
     _scenario(
         "recover_orphan_import",
-        (*RUNNING, publish(A, 1_150, clock=dies_at(1_150, 1_151), refused="out_of_range")),
-        recover(20_000),
+        (*RUNNING, DIED_ORPHAN),
+        recover(5_000),  # A's reservation still live: the pass imports the orphan alone
+        unsynced=(UNSYNCED_OBJECT.format(kind="dataset"),),
     ),
     _scenario(
         "recover_stage_quarantine",
         (*RUNNING, publish(A, 1_150, LINKED, refused="unsafe_entry")),
         recover(20_000),
+        unsynced=(UNSYNCED_STAGE,),
+    ),
+    _scenario("recover_unpublished", RUNNING, recover(20_000)),
+    _scenario(
+        "recover_second_pass",
+        (*RUNNING, DIED_ORPHAN, ABANDONED_STAGE),
+        recover(20_000),
+        recover(20_001),
+        unsynced=(UNSYNCED_OBJECT.format(kind="dataset"),),
     ),
 )
 """Recovery crashed at each of its boundaries: an expired reservation (interrupted failure
 published with a retained root), an expired claim, the import of an accepted outcome, an
-independent orphan, and the quarantine of a registered stage."""
+independent orphan (alone: nothing else in the pass syncs ``artifacts/``), the quarantine
+of a registered stage, a pass over a store where nothing was ever published (it creates
+the recovery lock and ``artifacts/``), and a pass doing all of those kinds of work
+followed by a second pass (whose cuts check that the first pass's results are durable
+once it returned). A dead publisher's object, and a stage's contents, are not durable at
+the start (``unsynced``): recovery's own syncs must make what it registers durable."""
 PUBLICATIONS: Final = (
     _publication("publish_artifact", RUNNING, publish(A, 1_150), ACCEPT_WITH_DATASET),
     _publication("publish_artifact_reuse", REUSED, publish(A, 1_150), ACCEPT_WITH_DATASET),
@@ -435,6 +416,15 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         Scenario(name="init", setup=(), steps=(), initialized=False),
         Scenario(name=REOPEN, setup=PUBLISHED_OBSERVED, steps=()),
         Scenario(name=INIT_REGISTER, setup=(), steps=(register(),), initialized=False),
+        Scenario(
+            name=INIT_ROOT,
+            setup=(),
+            steps=(register(),),
+            initialized=False,
+            creates_root=True,
+            parent=True,
+        ),
+        Scenario(name=EXPORT, setup=PUBLISHED_OBSERVED, steps=(), exports=True, parent=True),
         _scenario("register_one_shot", (), register()),
         _scenario("reserve", REGISTERED, reserve(A, FirstAttempt(), "reservation-a", 1_000)),
         _scenario("advance", RESERVED, *path(A, ALL_EDGES, 1_100)),
@@ -478,10 +468,11 @@ SCENARIOS: Final[dict[str, Scenario]] = {
 }
 """Every scenario of the catalog, by name."""
 
-FULL_IN_SUBSET: Final = ("init", "commit_accepted", "batch_lifecycle")
+FULL_IN_SUBSET: Final = ("init", INIT_ROOT, "commit_accepted", "batch_lifecycle")
 """The scenarios the representative subset crashes at every boundary of their steps (and
-of opening only for ``init``, which is all opening; see :mod:`runstore.crashsim.suite`)."""
-OPENING_SCENARIOS: Final = ("init", REOPEN)
+of opening for ``init`` and ``init_root``, which create a store; see
+:mod:`runstore.crashsim.suite`)."""
+OPENING_SCENARIOS: Final = ("init", INIT_ROOT, REOPEN)
 """The scenarios whose sweeps crash opening: creating a store (``init``) and opening an
 existing one that holds attempts, artifacts and objects (``reopen``). Every other sweep
 crashes only its steps: opening an existing store is the same path whatever the store

@@ -3,12 +3,14 @@ the representative subset or every boundary.
 
 Rules of this file: the suite loop (:func:`run_sweeps`, which the I/O fault, power-loss
 and comparison suites use too) and the choice of crash points live here. Opening is
-crashed by the two opening sweeps only
-(:data:`~runstore.crashsim.scenarios.OPENING_SCENARIOS`: creating a store, ``init``, and
-opening an existing one, ``reopen``); every other sweep crashes its steps and never its
-opening, which is the same path whatever the store holds. The exhaustive suite crashes
+crashed by the opening sweeps only
+(:data:`~runstore.crashsim.scenarios.OPENING_SCENARIOS`: creating a store, ``init``,
+creating its missing root first, ``init_root``, and opening an existing one,
+``reopen``); every other sweep crashes its steps and never its opening, which is the same
+path whatever the store holds. The exhaustive suite crashes
 every boundary of the opening sweeps and every step boundary of the others. The
-representative subset crashes every boundary of ``init``, a seeded sample of ``reopen``'s
+representative subset crashes every boundary of ``init`` and ``init_root``, a seeded
+sample of ``reopen``'s
 (:data:`SAMPLE_OPENING`, with every filesystem boundary of its probes), every step
 boundary of the scenarios in :data:`~runstore.crashsim.scenarios.FULL_IN_SUBSET`, and for
 the others a seeded sample of step boundaries that always includes the boundaries around

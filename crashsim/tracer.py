@@ -15,7 +15,8 @@ nothing):
   simulator): a persistence effect the durability seam's recorder reported (see
   :data:`runstore.durable.Recorder`), written between the boundaries of its operation.
 
-Targets are normalized (the store root becomes ``$ROOT``, the random probe suffix ``*``)
+Targets are normalized (the store root becomes ``$ROOT``, its parent ``$PARENT``, the
+random suffixes of probe directories and export temporaries ``*``)
 so that traces of runs on different copies compare equal. With ``crash_at=k`` the tracer
 writes boundary ``k`` and then calls ``os._exit(CRASH_EXIT)``: no destructors, no
 rollback, no flushing of anything but the trace. With ``pause`` it writes each boundary in
@@ -53,9 +54,14 @@ CRASH_EXIT: Final = 77
 _PROBE_SUFFIX: Final = re.compile(r"(\.run-store-probe-)[0-9a-f]+")
 
 
+_TEMPORARY: Final = re.compile(r"(/\.[^/]+\.)[0-9a-f]{16}(\.tmp)")
+
+
 def normalize(text: str, root: str) -> str:
-    """``text`` with the store root and the random probe-directory suffix replaced."""
-    return _PROBE_SUFFIX.sub(r"\1*", text.replace(root, "$ROOT"))
+    """``text`` with the store root (``$ROOT``) and its parent (``$PARENT``) replaced, and
+    the random suffixes of probe directories and of an export's temporaries with ``*``."""
+    text = text.replace(root, "$ROOT").replace(os.path.dirname(root), "$PARENT")
+    return _TEMPORARY.sub(r"\1*\2", _PROBE_SUFFIX.sub(r"\1*", text))
 
 
 class Tracer:

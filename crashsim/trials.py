@@ -27,6 +27,7 @@ from runstore.crashsim.scenarios import Scenario
 from runstore.crashsim.timing import Phases
 from runstore.crashsim.verify import Acceptable
 from runstore.crashsim.verify import verify
+from runstore.store.store_root import create_root
 
 WAITING_PER_JOB: Final = 4
 """How many trials may wait per job before :meth:`Checks.service` blocks on one ending."""
@@ -37,7 +38,10 @@ def check_point_body(
     scenario: Scenario, run: ModelRun, root: str, point: Point, result_path: str, phases: Phases
 ) -> int:
     """Child body: check the crashed store at ``root`` against ``point``'s acceptable
-    states (resuming the crashed step first, for a publication scenario)."""
+    states (resuming the crashed step first, for a publication scenario; running
+    ``--init`` again first, for a scenario that creates its root)."""
+    if scenario.creates_root:
+        create_root(root)
     choices = point.choices(run.transactions)
     resumption = None
     if scenario.resume:

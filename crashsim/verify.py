@@ -15,6 +15,7 @@ with ``.`` there.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import sqlite3
@@ -58,19 +59,22 @@ def verify(
     resumption: Resumption | None = None,
     published: Collection[str] = (),
     phases: Phases | None = None,
+    unsynced: Collection[str] = (),
 ) -> Verdict:
     """Reopen ``root`` and check it against ``acceptable``, then continue as a user would
     (through ``resumption`` when given). Each of the ``published`` store paths that has an
-    artifact row must exist on disk. Time spent is added to ``phases`` when given."""
+    artifact row must exist on disk. An unregistered object matching one of the
+    ``unsynced`` patterns (a dead process's object that was never synced, after a power
+    cut) may fail to verify. Time spent is added to ``phases`` when given."""
     timing = phases if phases is not None else Phases()
     copy = f"{root}-resumed"
     if resumption is not None:
         with timing.measure("resume copy"):
             shutil.copytree(root, copy, symlinks=True)
-    verdict = _verify_once(root, acceptable, None, published, timing)
+    verdict = _verify_once(root, acceptable, None, published, timing, unsynced)
     if not verdict.ok or resumption is None:
         return verdict
-    resumed = _verify_once(copy, acceptable, resumption, published, timing)
+    resumed = _verify_once(copy, acceptable, resumption, published, timing, unsynced)
     if not resumed.ok:
         return attrs.evolve(resumed, detail=f"resuming instead: {resumed.detail}")
     return attrs.evolve(verdict, detail=f"{verdict.detail}; resuming instead: {resumed.detail}")
@@ -82,6 +86,7 @@ def _verify_once(
     resumption: Resumption | None,
     published: Collection[str],
     timing: Phases,
+    unsynced: Collection[str],
 ) -> Verdict:
     try:
         with timing.measure("reopen"):
@@ -89,7 +94,7 @@ def _verify_once(
     except RunStoreError as error:
         return Verdict(ok=False, detail=f"reopening the store failed: {error}")
     try:
-        return _check_open_store(store, acceptable, resumption, published, timing)
+        return _check_open_store(store, acceptable, resumption, published, timing, unsynced)
     except Diverged as error:
         return Verdict(ok=False, detail=str(error))
     except Exception as error:  # a crash of the checker is a finding, not a pass
@@ -105,6 +110,7 @@ def _check_open_store(
     resumption: Resumption | None,
     published: Collection[str],
     timing: Phases,
+    unsynced: Collection[str],
 ) -> Verdict:
     leftovers = sorted(n for n in os.listdir(store.root) if n.startswith(PROBE_PREFIX))
     if leftovers:
@@ -116,7 +122,7 @@ def _check_open_store(
     with timing.measure("projection"):
         projection = store_projection(store.database_path)
     with timing.measure("objects"):
-        problem = object_problem(store.root, projection, published)
+        problem = object_problem(store.root, projection, published, unsynced)
     if problem is not None:
         return Verdict(ok=False, detail=problem)
     for index, (label, state) in enumerate(acceptable):
@@ -131,9 +137,8 @@ def _check_open_store(
                 problem = sqlite_checks(store.database_path)
             if problem is None:
                 with timing.measure("objects"):
-                    problem = object_problem(
-                        store.root, store_projection(store.database_path), published
-                    )
+                    projection = store_projection(store.database_path)
+                    problem = object_problem(store.root, projection, published, unsynced)
             if problem is not None:
                 return Verdict(ok=False, matched=label, detail=f"after recovery: {problem}")
             with timing.measure("continuation"):
@@ -169,11 +174,15 @@ def sqlite_checks(database_path: str) -> str | None:
 
 
 def object_problem(
-    root: str, projection: Projection, published: Collection[str] = ()
+    root: str,
+    projection: Projection,
+    published: Collection[str] = (),
+    unsynced: Collection[str] = (),
 ) -> str | None:
     """The first registered ``published`` path missing on disk, completed object under
-    ``artifacts/`` that does not verify, is misnamed or disagrees with its artifact row, or
-    unexpected hidden entry there; None when all is well."""
+    ``artifacts/`` that does not verify (unless it is unregistered and matches one of the
+    ``unsynced`` patterns), is misnamed or disagrees with its artifact row, or unexpected
+    hidden entry there; None when all is well."""
     rows = {row[2]: row for row in projection["artifacts"]}
     for path in published:
         if path in rows and not os.path.isdir(os.path.join(root, path)):
@@ -187,9 +196,12 @@ def object_problem(
             continue
         if name.startswith("."):
             return f"unexpected hidden entry artifacts/{name}"
+        path = f"{staging.ARTIFACTS_DIR}/{name}"
         try:
             completed = objects.verify(os.path.join(directory, name), sync=False)
         except RunStoreError as error:
+            if path not in rows and any(fnmatch.fnmatchcase(path, p) for p in unsynced):
+                continue
             return f"the completed object artifacts/{name} does not verify: {error}"
         kind = name.partition("-")[0]
         if kind not in kinds or name != f"{kind}-{completed.tree_sha256}":

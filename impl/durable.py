@@ -272,15 +272,21 @@ NETWORK_FILESYSTEMS: Final[dict[int, str]] = {
 }
 
 _statfs = getattr(_libc, "statfs", None)
+# glibc's struct statfs (bits/statfs.h): f_type, a __fsword_t (a long on x86_64 and
+# aarch64), is its first member; the struct is 120 bytes there, so 256 leaves room.
+# conformance/opening/test_kernel_constants.py pins all three against the headers.
+_STATFS_BUFFER_BYTES: Final = 256
+_F_TYPE_OFFSET: Final = 0
+_F_TYPE: Final = ctypes.c_long
 
 
 def filesystem_magic(path: str) -> int:
     """The Linux ``statfs`` f_type of the filesystem holding ``path`` (as unsigned 32 bits)."""
     if _statfs is None:
         raise OSError(errno.ENOSYS, "statfs is not available", path)
-    buffer = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on x86_64
+    buffer = ctypes.create_string_buffer(_STATFS_BUFFER_BYTES)
     if _statfs(os.fsencode(path), buffer) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), path)
-    f_type = ctypes.c_long.from_buffer(buffer).value
+    f_type = _F_TYPE.from_buffer(buffer, _F_TYPE_OFFSET).value
     return f_type & 0xFFFFFFFF

@@ -118,18 +118,27 @@ def attempt_identity_document(slot_id: str, retry_index: int) -> dict[str, JSON]
     }
 
 
-@functools.lru_cache(maxsize=ATTEMPT_ID_CACHE_SIZE, typed=True)
 def run_attempt_id(slot_id: str, retry_index: int) -> str:
     """Return the deterministic id of attempt ``retry_index`` of attempt slot ``slot_id``.
 
     Depends on nothing else (no clock, no owner), so a reservation, a terminal outcome and a
     recovery pass all derive the same id. Refuses a malformed ``slot_id`` or a non-integer
-    ``retry_index`` with ``invalid_record`` and an index outside 0..2**53-1 with
-    ``out_of_range``.
+    ``retry_index`` (of any type, an unhashable one included) with ``invalid_record`` and an
+    index outside 0..2**53-1 with ``out_of_range``.
 
     Being pure, it is memoized: every guard and receipt of an attempt checks its id against
-    this function, so one lifecycle asks for the same id about ten times. The cache is keyed
-    by argument type too (``typed``), so ``True`` never shares ``1``'s entry and is still
-    refused; a refusal is never cached.
+    this function, so one lifecycle asks for the same id about ten times. Only an exact
+    ``str`` and an exact ``int`` reach the cache: anything else is refused by the checks,
+    so ``True`` never shares ``1``'s entry, an unhashable argument never reaches the cache's
+    hashing (a ``TypeError``), and a refusal is never cached.
     """
+    if type(slot_id) is str and type(retry_index) is int:
+        return _cached_attempt_id(slot_id, retry_index)
+    return _attempt_id(slot_id, retry_index)
+
+
+def _attempt_id(slot_id: str, retry_index: int) -> str:
     return typed_identity(ATTEMPT, attempt_identity_document(slot_id, retry_index))
+
+
+_cached_attempt_id = functools.lru_cache(maxsize=ATTEMPT_ID_CACHE_SIZE)(_attempt_id)

@@ -113,9 +113,16 @@ class Outcome:
     detail: str
 
 
+# Schema test modules that read the installed package's embedded schema, not the tree's
+# v1.sql: a mutant of the copy cannot reach them (test_freeze pins the package's statements
+# and opens committed stores with it; it also needs conformance/cli's helpers).
+PACKAGE_SCHEMA_TESTS = ("test_freeze.py",)
+
+
 def schema_tests(root: Path = ROOT) -> list[Path]:
     """The schema test modules a mutant is judged by (sorted, as pytest orders them)."""
-    return sorted((root / CONFORMANCE / TESTS).glob("test_*.py"))
+    found = sorted((root / CONFORMANCE / TESTS).glob("test_*.py"))
+    return [path for path in found if path.name not in PACKAGE_SCHEMA_TESTS]
 
 
 def builds(schema: str) -> str | None:

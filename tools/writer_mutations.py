@@ -1,15 +1,19 @@
 """Mutation check of the writer's Python source against the default test suite.
 
 The project promises that the writer's rules are pinned by tests: plant a bug a person could
-plausibly write in ``impl/`` (an inclusive expiry, a dropped clamp, a skipped conflict
-check, a swapped guard check, ...) and some test of the default suite fails. This tool keeps
+plausibly write in ``impl/`` (a dropped clamp, a skipped conflict check, a swapped guard
+check, ...) and some test of the default suite fails. This tool keeps
 that promise reproducible, including for the value layer the writer shares with the model
 (``rules``, ``edges``, ``payloads``, ``shapes``), where lockstep is blind and only direct
 tests, vectors or the schema's triggers can see a bug. The mutants are data:
 ``tools/writer_mutations.toml`` holds the table of named, surgical edits (each replaces one
 ``old`` text, which must occur exactly once in its ``file``, by ``new``; the file's header
 describes its format), and this module is only the driver, which loads and checks the
-table (:data:`MUTANTS`; a malformed file raises :class:`TableError`) and runs it.
+table through the one table loader, ``tools/mutation_table.py`` (:data:`MUTANTS`; a
+malformed file raises :class:`TableError`), and runs it. The table keeps only mutants
+cosmic-ray cannot generate (deleted statements, swapped checks, changed arguments, edits
+inside SQL); one-token mutants (an inclusive expiry, a flipped boolean) are
+``tools/mutate``'s, and ``tools/generated_mutants.py`` tells the two apart.
 
 It snapshots the source tree (:data:`TREE`; never .git or .venv), so every mutant is judged
 against the same text even while the real tree is edited. For every mutant (and first for

@@ -24,6 +24,7 @@ from runstore.crashsim.points import check_prefix
 from runstore.crashsim.points import points_of
 from runstore.crashsim.results import SweepResult
 from runstore.crashsim.scenarios import FULL_IN_SUBSET
+from runstore.crashsim.scenarios import INIT_ROOT
 from runstore.crashsim.scenarios import OPENING_SCENARIOS
 from runstore.crashsim.scenarios import PUBLICATIONS
 from runstore.crashsim.scenarios import RECOVERIES
@@ -74,7 +75,7 @@ def test_representative_subset_passes() -> None:
         assert 0 < sweep.images <= sweep.checked
         opening = [r.k for r in sweep.results if r.operation.startswith("step 0 ")]
         steps = {r.k for r in sweep.results if not r.operation.startswith("step 0 ")}
-        if sweep.scenario == "init":  # all opening, every boundary
+        if sweep.scenario in ("init", INIT_ROOT):  # creating a store: every boundary
             assert sweep.checked == sweep.boundaries
         elif sweep.scenario in OPENING_SCENARIOS:  # opening an existing store, sampled
             assert SAMPLE_OPENING <= sweep.checked < sweep.boundaries
@@ -98,12 +99,15 @@ def test_representative_subset_passes() -> None:
             assert sum("outcome.json" in b for b in crashed) >= 2
             assert any("UPDATE attempts SET state" in b for b in crashed)
     # Every recovery sweep crashes recovery itself at its landmarks: the renames (a
-    # quarantine or its own failure's publication) and its transactions' commits.
+    # quarantine or its own failure's publication; an orphan imported alone renames
+    # nothing), the syncs of artifacts/ and its transactions' commits.
     recoveries = {s.name for s in RECOVERIES}
     for sweep in suite.sweeps:
         if sweep.scenario in recoveries:
             crashed = [r.boundary for r in sweep.results if "step 1" in r.operation]
-            assert any("rename_noreplace" in b for b in crashed), sweep.scenario
+            renamed = any("rename_noreplace" in b for b in crashed)
+            assert renamed == (sweep.scenario != "recover_orphan_import"), sweep.scenario
+            assert any("fsync_dir $ROOT/artifacts" in b for b in crashed), sweep.scenario
             assert sum("COMMIT" in b for b in crashed) >= 2, sweep.scenario
     print(suite.summary())
     assert SUMMARY.match(suite.summary())

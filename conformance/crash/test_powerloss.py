@@ -16,9 +16,9 @@ import pytest
 from runstore import durable
 from runstore.crashsim.__main__ import main
 from runstore.crashsim.persistence import Disk
-from runstore.crashsim.persistence import Node
-from runstore.crashsim.persistence import Photo
-from runstore.crashsim.persistence import photograph
+from runstore.crashsim.photographs import Node
+from runstore.crashsim.photographs import Photo
+from runstore.crashsim.photographs import photograph
 from runstore.crashsim.powerloss import effects_of
 from runstore.crashsim.powerloss import safe_points
 from runstore.crashsim.powerloss_suite import DEFAULT

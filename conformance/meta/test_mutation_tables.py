@@ -1,6 +1,8 @@
 """The mutation tables' one loader (``tools/mutation_table.py``), through both drivers
 (``tools/writer_mutations.py``, ``tools/schema_mutations.py``): every refusal of a
-malformed table file, and the verdict on one pytest run of a mutant."""
+malformed table file, the verdict on one pytest run of a mutant, and that it is the only
+loader (both drivers build theirs from it; no other tool under tools/ parses a table; this
+test's own raw parse is the independent check of what the loader builds)."""
 
 from __future__ import annotations
 
@@ -179,3 +181,24 @@ def test_a_mutant_names_a_file_under_impl_and_an_equivalent_one_says_why(
     path.write_text(table_text("writer").replace(old, new, 1), encoding="utf-8")
     with pytest.raises(mutation_table.TableError, match=re.escape(complaint)):
         writer_mutations.load_table(path)
+
+
+def test_one_loader_reads_the_tables() -> None:
+    """Both drivers load through :class:`mutation_table.Loader`, and no other tool that
+    names a table file imports a TOML parser (the cosmic-ray helper reads the writer table
+    through its driver)."""
+    for driver in DRIVERS.values():
+        module = driver[0]
+        assert isinstance(module.LOADER, mutation_table.Loader)
+        assert module.load_table == module.LOADER.load
+        assert module.LOADER.path == module.TABLE
+    tables = [f"{driver}_mutations.toml" for driver in DRIVERS]
+    readers = []
+    for path in sorted(TOOLS.iterdir()):
+        if not path.is_file() or path.name == "mutation_table.py":
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        parser = re.search(r"^\s*(import|from)\s+(tomllib|tomli|toml)\b", text, re.MULTILINE)
+        if any(table in text for table in tables) and parser:
+            readers.append(path.name)
+    assert readers == []

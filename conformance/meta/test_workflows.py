@@ -126,7 +126,7 @@ def test_nightly_fails_on_any_step_and_uploads_nightly_out_in_any_case() -> None
     assert upload["with"]["path"].rstrip("/") == "nightly-out"
     assert steps.index(upload) > last_step
     # Installs what .ci/run installs.
-    extras = ".[dev,analysis,dask]"
+    extras = ".[dev,analysis,dask,mutation]"
     assert any(extras in run for run in runs)
     assert extras in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 

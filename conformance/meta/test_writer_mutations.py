@@ -5,8 +5,10 @@ tools/writer_mutations.py``, the driver, does that). The table file parses and h
 known keys; the driver refuses a malformed one. Each mutant must still apply to exactly one
 place in its file under impl/, change it, and leave a module that compiles; names are
 unique; every family is used; and at least 40 mutants are expected to be killed (not marked
-equivalent). The driver's import override is checked too: a subprocess run as the mutants'
-are imports the package from the copy, and a broken copy fails.
+equivalent). No row is one cosmic-ray's default operator set generates (``tools/mutate`` runs
+those; ``tools/generated_mutants.py`` decides it, and is itself checked here on sources whose
+answer is known). The driver's import override is checked too: a subprocess run as the
+mutants' are imports the package from the copy, and a broken copy fails.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import generated_mutants
 import pytest
 import writer_mutations as TOOL
 
@@ -59,6 +62,74 @@ def test_the_mutant_changes_its_file_and_still_compiles(mutant: Any) -> None:
     assert mutated != source(mutant)
     compile(mutated, mutant.file, "exec")
     assert TOOL.stale_reason(mutant, ROOT) is None
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=NAMES)
+def test_no_row_is_a_mutant_cosmic_ray_generates(mutant: Any) -> None:
+    """The table keeps only what cosmic-ray cannot make (its header says why): a row equal
+    to one of its default operators' mutants of the file is run by tools/mutate already."""
+    assert generated_mutants.generated_by(mutant, ROOT) is None
+
+
+@pytest.mark.parametrize(
+    ("source", "mutated", "operator"),
+    [
+        pytest.param(
+            "a = b < c\n", "a = b <= c\n", "core/ReplaceComparisonOperator_Lt_LtE", id="lt"
+        ),
+        pytest.param("a = b or c\n", "a = b and c\n", "core/ReplaceOrWithAnd", id="or"),
+        pytest.param("f(x=True)\n", "f(x=False)\n", "core/ReplaceTrueWithFalse", id="keyword"),
+        pytest.param("if a:\n    b()\n", "if not a:\n    b()\n", "core/AddNot", id="not"),
+        pytest.param("x = (a,1)\n", "x = (a,2)\n", "core/NumberReplacer", id="respaced"),
+        pytest.param("x = a + b\n", "x = a - b\n", "core/ReplaceBinaryOperator_Add_Sub", id="add"),
+        pytest.param(
+            "for a in b:\n    break\n",
+            "for a in b:\n    continue\n",
+            "core/ReplaceBreakWithContinue",
+            id="break",
+        ),
+        pytest.param(
+            "try:\n    f()\nexcept OSError:\n    pass\n",
+            "try:\n    f()\nexcept CosmicRayTestingException:\n    pass\n",
+            "core/ExceptionReplacer",
+            id="except",
+        ),
+        pytest.param("if a < b:\n    c()\n", "if False:\n    c()\n", None, id="constant"),
+        pytest.param("a()\nb()\n", "a()\n", None, id="deleted"),
+        pytest.param("a()\nb()\n", "b()\na()\n", None, id="swapped"),
+        pytest.param("f(a, b)\n", "f(a, c)\n", None, id="argument"),
+        pytest.param("x = 'a < b'\n", "x = 'a <= b'\n", None, id="sql_text"),
+        pytest.param("a = b < c\n", "a = b < c + 1\n", None, id="offset"),
+    ],
+)
+def test_the_decision_knows_what_cosmic_ray_generates(
+    source: str, mutated: str, operator: str | None
+) -> None:
+    found = generated_mutants.generating_mutant(source, mutated)
+    assert (found and found.operator) == operator
+
+
+def test_the_tool_names_a_generated_row_of_a_real_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row that makes a comparison of impl/rules.py's code (not of a contract in a
+    docstring) exclusive is cosmic-ray's: the tool says so and exits 1."""
+    text = (ROOT / "impl" / "rules.py").read_text(encoding="utf-8")
+    line = next(
+        line.strip()
+        for line in text.splitlines()
+        if line.strip().startswith(("return ", "if "))
+        and " <= " in line
+        and text.count(line.strip()) == 1
+    )
+    table = TABLE_PATH.read_text(encoding="utf-8").split("\n[[mutant]]\n", 1)[0] + "\n"
+    table += '[[mutant]]\nname = "made_exclusive"\nfamily = "events"\n'
+    table += f"file = \"impl/rules.py\"\nold = '{line}'\nnew = '{line.replace(' <= ', ' < ', 1)}'\n"
+    (tmp_path / "table.toml").write_text(table, encoding="utf-8")
+    assert generated_mutants.main(["--table", str(tmp_path / "table.toml")]) == 1
+    out = capsys.readouterr().out
+    assert "GENERATED made_exclusive <- core/ReplaceComparisonOperator_LtE_Lt #" in out
+    assert out.endswith("rows=1 generated=1\n")
 
 
 def test_names_are_unique() -> None:

@@ -1,0 +1,231 @@
+"""tools/mutate (generated mutation testing with cosmic-ray, issue 34): its committed
+configuration stays current with impl/, and its parts do what tools/mutation/'s docstrings
+say: the per-line test selection, --changed-since's lines, the nightly rotation, scoring
+with equivalents, and a whole run that never touches the working tree and resumes."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import sqlite3
+from pathlib import Path
+
+import pytest
+from mutation import changes
+from mutation import results
+from mutation import selection
+from mutation import session as sessions
+from mutation import settings
+from mutation import shards
+
+from conformance.needs import missing
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTINGS = settings.load_settings()
+
+
+def _cosmic_ray() -> None:
+    if importlib.util.find_spec("cosmic_ray") is None:
+        missing("cosmic-ray is not installed (pip install -e '.[dev,mutation]')")
+
+
+def test_every_module_of_impl_has_candidate_tests_that_exist() -> None:
+    for module in settings.impl_modules():
+        tests = SETTINGS.tests_of(module)
+        for path in tests:
+            assert (ROOT / path).exists(), f"{module}: candidate {path} does not exist"
+
+
+def test_every_candidate_entry_is_first_for_some_module() -> None:
+    used = {SETTINGS.tests_of(module) for module in settings.impl_modules()}
+    for entry in SETTINGS.candidates:
+        assert entry.tests in used, f"[[tests]] {entry.glob} is first for no module"
+
+
+def test_the_core_modules_exist_and_the_baseline_lists_every_one() -> None:
+    """Issue 34: every core module is mutated whole at least weekly and its score is kept;
+    the baseline file names every one of them (or the configuration says its first
+    measurement is pending, and only until it is recorded) and no module that is gone."""
+    modules = set(settings.impl_modules())
+    assert set(SETTINGS.core) <= modules
+    baseline = settings.load_baseline()
+    pending = set(SETTINGS.baseline_pending)
+    assert pending <= set(SETTINGS.core)
+    assert not pending & set(baseline), sorted(pending & set(baseline))
+    assert set(SETTINGS.core) <= set(baseline) | pending, sorted(
+        set(SETTINGS.core) - set(baseline) - pending
+    )
+    assert set(baseline) <= modules, sorted(set(baseline) - modules)
+    for module, entry in baseline.items():
+        assert 0 <= entry.killed <= entry.scored and entry.score == pytest.approx(
+            entry.killed / entry.scored if entry.scored else 0.0, abs=1e-4
+        ), module
+        datetime.date.fromisoformat(entry.measured)
+
+
+def test_each_operator_filter_names_cosmic_ray_operators_and_says_why() -> None:
+    _cosmic_ray()
+    import cosmic_ray.plugins
+
+    names = list(cosmic_ray.plugins.operator_names())
+    for rule in SETTINGS.filters:
+        assert any(rule.matches(name) for name in names), rule.pattern
+        assert len(rule.reason.split()) >= 8, rule.pattern
+
+
+def test_each_equivalent_names_a_line_its_module_still_has() -> None:
+    """A survivor argued equivalent is matched by its source text: an entry whose line is
+    gone would hide nothing and only mislead."""
+    for entry in settings.load_equivalents().values():
+        source = (ROOT / entry.module).read_text(encoding="utf-8")
+        stripped = {line.strip() for line in source.splitlines()}
+        for line in entry.original.splitlines():
+            assert line in stripped, (entry.module, line)
+        assert entry.reason.rstrip().endswith("."), entry.reason
+
+
+# --- the parts ----------------------------------------------------------------------------
+
+
+def test_changed_lines_are_the_replaced_and_deleted_lines_of_the_original() -> None:
+    original = "a\nb\nc\nd\n"
+    assert selection.changed_lines(original, "a\nB\nc\nd\n") == [2]
+    assert selection.changed_lines(original, "a\nc\nd\n") == [2]
+    assert selection.changed_lines(original, "a\nb\nx\ny\nd\n") == [3]
+    assert selection.changed_lines(original, original) == []
+
+
+def test_a_mutant_runs_the_tests_of_its_lines_quickest_first() -> None:
+    line_map = selection.LineMap(
+        candidates=("conformance/a", "conformance/b"),
+        seconds=1.0,
+        lines={1: ("t::x", "t::y"), 2: ("t::y",), 3: (), 4: ("t::z",)},
+        durations={"t::x": 2.0, "t::y": 0.5},
+    )
+    assert line_map.ranked() == ("t::y", "t::x", "t::z")
+    assert line_map.tests_for([2]) == ("t::y",)
+    assert line_map.tests_for([1, 4]) == ("t::y", "t::x", "t::z")
+    # A line reached only while importing, or by no test: every test of the module.
+    assert line_map.tests_for([3]) == ("t::y", "t::x", "t::z")
+    assert line_map.tests_for([9]) == ("t::y", "t::x", "t::z")
+    report = "0.50s call     t.py::a[x y]\n0.25s setup    t.py::a[x y]\n1.00s call t.py::b\n"
+    assert selection.durations(report) == {"t.py::a[x y]": 0.75, "t.py::b": 1.0}
+    empty = selection.LineMap(("conformance/a",), 1.0, {})
+    assert empty.tests_for([1]) == ("conformance/a",)
+    assert selection.LineMap.from_json(line_map.to_json()) == line_map
+
+
+def test_changed_since_takes_the_new_side_of_each_hunk() -> None:
+    diff = (
+        "diff --git a/impl/x.py b/impl/x.py\n"
+        "@@ -3 +3 @@ def f():\n-a\n+b\n"
+        "@@ -10,0 +11,2 @@\n+c\n+d\n"
+        "@@ -20,3 +21,0 @@\n-e\n-f\n-g\n"
+    )
+    assert changes.lines_of_diff(diff) == {3, 11, 12, 21, 22}
+
+
+def test_a_revision_git_does_not_know_is_refused() -> None:
+    with pytest.raises(changes.ChangeError):
+        changes.changed_lines("no-such-revision-34")
+
+
+def test_the_rotation_runs_every_core_module_weekly_and_the_rest_monthly() -> None:
+    modules = settings.impl_modules()
+    core = list(SETTINGS.core)
+    rest = [m for m in modules if m not in core]
+    cost = {m: float(len(m)) for m in modules}
+    start = datetime.date(2026, 12, 6)
+    week = [shards.tonight(start + datetime.timedelta(d), core, rest, cost) for d in range(7)]
+    assert set(core) <= {m for night in week for m in night}
+    month = [shards.tonight(start + datetime.timedelta(d), core, rest, cost) for d in range(28)]
+    runs = [m for night in month for m in night]
+    assert sorted(m for m in runs if m in rest) == sorted(rest)  # each exactly once
+    assert shards.tonight(start, core, rest, cost) == week[0]  # the same night, the same
+    groups = shards.split(core, cost, shards.CORE_SHARDS)
+    loads = sorted(sum(cost[m] for m in g) for g in groups)
+    assert loads[-1] - loads[0] <= max(cost.values())
+
+
+def _session(path: Path, rows: list[tuple[str, str | None, str | None, str, str]]) -> Path:
+    """A session database in cosmic-ray's layout: (operator, worker, test, diff, output)."""
+    connection = sqlite3.connect(path)
+    connection.executescript(
+        """
+        CREATE TABLE work_items (job_id TEXT PRIMARY KEY);
+        CREATE TABLE mutation_specs (module_path TEXT, operator_name TEXT, operator_args TEXT,
+            occurrence INTEGER, start_pos_row INTEGER, start_pos_col INTEGER,
+            end_pos_row INTEGER, end_pos_col INTEGER, definition_name TEXT, job_id TEXT);
+        CREATE TABLE work_results (worker_outcome TEXT, output TEXT, test_outcome TEXT,
+            diff TEXT, job_id TEXT);
+        """
+    )
+    for index, (operator, worker, test, diff, output) in enumerate(rows):
+        job = f"job{index}"
+        connection.execute("INSERT INTO work_items VALUES (?)", (job,))
+        connection.execute(
+            "INSERT INTO mutation_specs VALUES ('impl/x.py', ?, '{}', 0, ?, 0, ?, 1, '', ?)",
+            (operator, index + 1, index + 1, job),
+        )
+        if worker is not None:
+            connection.execute(
+                "INSERT INTO work_results VALUES (?, ?, ?, ?, ?)",
+                (worker, output, test, diff, job),
+            )
+    connection.commit()
+    connection.close()
+    return path
+
+
+def test_the_score_leaves_out_equivalents_and_skipped_and_never_counts_errors(
+    tmp_path: Path,
+) -> None:
+    diff = "--- a\n+++ b\n@@ -1 +1 @@\n-    if a < b:\n+    if a <= b:\n"
+    equivalent = settings.Equivalent(
+        "impl/x.py", "core/Op", "if a < b:", "if a <= b:", "a equals b never reaches here."
+    )
+    database = _session(
+        tmp_path / "s.sqlite",
+        [
+            ("core/Op", "NORMAL", "KILLED", "", "failed"),
+            ("core/Op", "NORMAL", "KILLED", "", "timeout"),
+            ("core/Op", "NORMAL", "SURVIVED", diff, ""),
+            ("core/Other", "NORMAL", "SURVIVED", diff, ""),
+            ("core/Op", "SKIPPED", None, "", "filtered operator: why"),
+            ("core/Op", "EXCEPTION", "INCOMPETENT", "", "Traceback"),
+            ("core/Op", None, None, "", ""),
+        ],
+    )
+    result = results.read_result("impl/x.py", database, 5.0, {equivalent.key(): equivalent})
+    assert dict(result.fates) == {
+        "killed": 2,
+        "equivalent": 1,
+        "survived": 1,
+        "skipped": 1,
+        "error": 1,
+    }
+    assert result.timeouts == 1
+    assert result.score == pytest.approx(2 / 3)
+    assert [m.operator for m in result.survivors()] == ["core/Other"]
+
+
+def test_mutants_inside_annotations_are_found_where_cosmic_ray_counts_them() -> None:
+    source = (
+        "from __future__ import annotations\n"
+        "def f(a: int | None, *rest: str, b: list[int] = []) -> dict[str, int]:\n"
+        "    x: int | None = a\n"
+        "    return {}\n"
+    )
+    spans = sessions.annotation_spans(source)
+    assert ((2, 9), (2, 19)) in spans  # a: int | None
+    assert ((2, 28), (2, 31)) in spans  # *rest: str
+    assert ((2, 55), (2, 69)) in spans  # -> dict[str, int]
+    assert ((3, 7), (3, 17)) in spans  # x: int | None
+    assert not any(start <= (3, 20) < end for start, end in spans)  # the value `a`
+    assert SETTINGS.skips_annotations("impl/store/leases.py")
+    assert not SETTINGS.skips_annotations("impl/cli/app.py")  # typer evaluates them
+
+
+def test_a_keyword_only_marker_is_found_and_nothing_else_is() -> None:
+    source = "def f(a, *, b):\n    return a * b\nf(*x, **y)\nz = [*a, *b]\ng = lambda *, k: k\n"
+    assert sessions.keyword_markers(source) == {(1, 9), (5, 11)}

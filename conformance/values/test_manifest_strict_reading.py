@@ -1,0 +1,38 @@
+"""Reading a completion manifest is strict (SPEC.md section 12.2, "Reading is strict").
+
+A reader accepts exactly the bytes a writer produces and refuses everything else with
+``artifact_corrupt``. These tests take the rules one at a time, on both sides of each
+boundary the rule draws.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from runstore.canonical import encode
+from runstore.errors import ArtifactCorruptError
+from runstore.manifest import ManifestFile
+from runstore.manifest import manifest_bytes
+from runstore.manifest import parse_manifest
+
+EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+ONE_FILE = [
+    {"media_type": "application/octet-stream", "path": "a", "sha256": EMPTY_SHA, "size_bytes": 0}
+]
+
+
+@pytest.mark.parametrize("version", [-1, 0, 2, 3, 2**53 - 1, -(2**53 - 1)])
+def test_a_schema_version_other_than_the_integer_1_is_artifact_corrupt(version: int) -> None:
+    """SPEC 12.2: a reader refuses "a ``schema_version`` other than the integer 1", below it
+    as well as above it."""
+    data = encode({"complete": True, "files": ONE_FILE, "schema_version": version})  # type: ignore[dict-item]
+    with pytest.raises(ArtifactCorruptError, match="schema_version"):
+        parse_manifest(data)
+
+
+def test_schema_version_1_is_read_back_to_its_file_list() -> None:
+    """SPEC 12.2: ``manifest_bytes(parse(data)) == data`` for the one version there is."""
+    data = encode({"complete": True, "files": ONE_FILE, "schema_version": 1})  # type: ignore[dict-item]
+    assert parse_manifest(data) == (ManifestFile(path="a", sha256=EMPTY_SHA, size_bytes=0),)
+    assert manifest_bytes(parse_manifest(data)) == data

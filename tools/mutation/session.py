@@ -1,0 +1,235 @@
+"""One module's cosmic-ray session: its directory, its initialisation, its filters, and its
+execution on the workers with progress.
+
+A session lives in ``.mutate/sessions/{whole,changed}/<module>/``: ``config.toml``
+(cosmic-ray's), the resumable ``session.sqlite``, ``map.json`` (:mod:`mutation.selection`)
+and ``meta.json`` (the tree digest, the scope and the settings it was made for). A session
+whose meta matches the current ones is resumed: only its mutants without a result run. Any
+other is made anew. Mutants are marked skipped, before anything runs, when their operator
+is filtered or lies in an annotation or is a keyword-only marker (the reasons from
+``tools/mutation.toml``) or, for
+``--changed-since``, when they change no changed line. Rules of this file: cosmic-ray's
+own commands do the work (``init``, and ``exec`` through :mod:`mutation.exec_session`);
+reading the session for progress goes through stdlib ``sqlite3``, read-only.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import tokenize
+from collections.abc import Callable
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+from mutation.settings import Settings
+
+Progress = Callable[[str, int, int, int, int], None]
+"""``progress(module, done, total, killed, survived)``."""
+
+EXEC = Path(__file__).resolve().with_name("exec_session.py")
+
+
+@dataclass(frozen=True)
+class Session:
+    module: str
+    directory: Path
+
+    @property
+    def database(self) -> Path:
+        return self.directory / "session.sqlite"
+
+    @property
+    def map_file(self) -> Path:
+        return self.directory / "map.json"
+
+
+def session_for(module: str, changed: Collection[int] | None, work: Path) -> Session:
+    name = module.replace("/", "__")
+    kind = "changed" if changed is not None else "whole"
+    return Session(module, work / "sessions" / kind / name)
+
+
+def _meta(
+    session: Session, digest: str, changed: Collection[int] | None, settings: Settings
+) -> dict[str, object]:
+    """What a session's results depend on: the tree, the scope, the module's candidate
+    tests, the filters and the limits."""
+    return {
+        "tree": digest,
+        "changed": sorted(changed) if changed is not None else None,
+        "candidates": list(settings.tests_of(session.module)),
+        "filters": [rule.pattern for rule in settings.filters],
+        "timeout": [settings.timeout_floor, settings.timeout_factor],
+    }
+
+
+def resumable(
+    session: Session, digest: str, changed: Collection[int] | None, settings: Settings
+) -> bool:
+    meta = session.directory / "meta.json"
+    if not (meta.exists() and session.database.exists() and session.map_file.exists()):
+        return False
+    return bool(json.loads(meta.read_text()) == _meta(session, digest, changed, settings))
+
+
+def write_config(session: Session, urls: list[str], seconds: float, settings: Settings) -> Path:
+    timeout = max(settings.timeout_floor, settings.timeout_factor * seconds)
+    command = (
+        f"{sys.executable} tools/mutation/run_mutant.py --module {session.module}"
+        f" --map {session.map_file}"
+    )
+    lines = [
+        "[cosmic-ray]",
+        f'module-path = "{session.module}"',
+        f"timeout = {timeout:.0f}",
+        "excluded-modules = []",
+        f"test-command = {json.dumps(command)}",
+        "",
+        "[cosmic-ray.distributor]",
+        'name = "http"',
+        "",
+        "[cosmic-ray.distributor.http]",
+        f"worker-urls = {json.dumps(urls)}",
+        "",
+    ]
+    path = session.directory / "config.toml"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def initialise(
+    session: Session,
+    copy: Path,
+    config: Path,
+    digest: str,
+    changed: Collection[int] | None,
+    settings: Settings,
+) -> None:
+    """Make the session anew in ``copy`` (its mutants) and mark the skipped ones."""
+    session.database.unlink(missing_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "cosmic_ray.cli", "init", str(config), str(session.database)],
+        cwd=copy,
+        check=True,
+        capture_output=True,
+    )
+    from cosmic_ray.work_db import WorkDB
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import WorkerOutcome
+    from cosmic_ray.work_item import WorkResult
+
+    source = (copy / session.module).read_text(encoding="utf-8")
+    postponed = "from __future__ import annotations" in source
+    annotations = (
+        annotation_spans(source) if postponed and settings.skips_annotations(session.module) else []
+    )
+    markers = keyword_markers(source) if settings.marker_reason else set()
+    with use_db(str(session.database), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            reason = None
+            for mutation in item.mutations:
+                for rule in settings.filters:
+                    if rule.matches(mutation.operator_name):
+                        reason = f"filtered operator: {rule.reason}"
+                if reason is None and any(
+                    start <= tuple(mutation.start_pos) < end for start, end in annotations
+                ):
+                    reason = f"in an annotation: {settings.annotation_reason}"
+                if reason is None and tuple(mutation.start_pos) in markers:
+                    reason = f"the keyword-only marker: {settings.marker_reason}"
+                rows = range(mutation.start_pos[0], mutation.end_pos[0] + 1)
+                if reason is None and changed is not None and not set(rows) & set(changed):
+                    reason = "outside the changed lines"
+            if reason is not None:
+                db.set_result(
+                    item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=reason)
+                )
+    meta = _meta(session, digest, changed, settings)
+    (session.directory / "meta.json").write_text(json.dumps(meta))
+
+
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where ``source``'s annotations are: ((line, column), (end line, end column)) each,
+    lines from 1 and columns from 0, as cosmic-ray's positions count."""
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        found: list[ast.expr | None] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = node.args
+            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+            found = [a.annotation for a in every] + [node.returns]
+        elif isinstance(node, ast.AnnAssign):
+            found = [node.annotation]
+        for expression in found:
+            if expression is not None and expression.end_lineno is not None:
+                start = (expression.lineno, expression.col_offset)
+                spans.append((start, (expression.end_lineno, expression.end_col_offset or 0)))
+    return spans
+
+
+def keyword_markers(source: str) -> set[tuple[int, int]]:
+    """Where ``source``'s bare ``*`` keyword-only markers are (a ``*`` token after ``(``,
+    ``,`` or ``lambda`` and before ``,`` or ``)``, which only a parameter list can hold)."""
+    tokens = [
+        token
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)
+    ]
+    return {
+        token.start
+        for before, token, after in zip(tokens, tokens[1:], tokens[2:], strict=False)
+        if token.string == "*"
+        and before.string in ("(", ",", "lambda")
+        and after.string in (",", ")")
+    }
+
+
+def counts(database: Path) -> tuple[int, int, int, int]:
+    """(done, total, killed, survived) of a session, read without writing."""
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30) as connection:
+        total = connection.execute("SELECT count(*) FROM work_items").fetchone()[0]
+        rows = connection.execute(
+            "SELECT worker_outcome, test_outcome FROM work_results"
+        ).fetchall()
+    killed = sum(1 for worker, test in rows if worker == "NORMAL" and test != "SURVIVED")
+    survived = sum(1 for worker, test in rows if worker == "NORMAL" and test == "SURVIVED")
+    return len(rows), int(total), killed, survived
+
+
+def execute(session: Session, copy: Path, config: Path, progress: Progress) -> None:
+    """Run the session's pending mutants on the workers named in ``config``."""
+    log = (session.directory / "exec.log").open("wb")
+    with log:
+        process = subprocess.Popen(
+            [sys.executable, str(EXEC), str(config), str(session.database)],
+            cwd=copy,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            while process.poll() is None:
+                time.sleep(1.0)
+                progress(session.module, *counts(session.database))
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                process.wait()
+    if process.returncode != 0:
+        raise RuntimeError(f"cosmic-ray exec failed for {session.module}: see {log.name}")
+    progress(session.module, *counts(session.database))
+
+
+def reset(session: Session) -> None:
+    if session.directory.exists():
+        shutil.rmtree(session.directory)
+    session.directory.mkdir(parents=True)
