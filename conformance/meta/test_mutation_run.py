@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from mutation.workers import working_in
 
 from conformance.needs import missing
 
@@ -68,18 +69,6 @@ def _command(tmp_path: Path, *extra: str) -> list[str]:
     ]
 
 
-def _running_in(directory: Path) -> list[int]:
-    """The processes whose working directory is under ``directory``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and Path(os.readlink(entry / "cwd")).is_relative_to(directory):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 def test_sigterm_mid_run_leaves_the_tree_alone_and_the_next_run_resumes(
     tool: None, tmp_path: Path
 ) -> None:
@@ -113,7 +102,7 @@ def test_sigterm_mid_run_leaves_the_tree_alone_and_the_next_run_resumes(
     os.kill(process.pid, signal.SIGTERM)
     assert process.wait(timeout=60) != 0
     assert _digest() == before
-    assert _running_in(tmp_path / "work") == []  # the workers were stopped too
+    assert working_in(tmp_path / "work") == []  # the workers were stopped too
     # Every worker copy is gone or rebuilt at the next start; the next run resumes.
     done = subprocess.run(
         _command(tmp_path), capture_output=True, text=True, timeout=900, cwd=tmp_path
