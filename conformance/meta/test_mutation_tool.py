@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from mutation import changes
+from mutation import report
 from mutation import results
+from mutation import scratch
 from mutation import selection
 from mutation import session as sessions
 from mutation import settings
@@ -61,6 +63,47 @@ def test_the_core_modules_exist_and_the_baseline_lists_every_one() -> None:
             entry.killed / entry.scored if entry.scored else 0.0, abs=1e-4
         ), module
         datetime.date.fromisoformat(entry.measured)
+
+
+def test_a_recorded_module_leaves_the_pending_list_and_nothing_else_changes(
+    tmp_path: Path,
+) -> None:
+    """``--update-baseline`` takes a module it records out of ``baseline_pending`` (the
+    meta test above refuses a module in both), editing only that list."""
+    config = tmp_path / "mutation.toml"
+    text = (
+        '# head\ncore = ["a.py"]\nbaseline_pending = [\n    "impl/a.py",\n'
+        '    "impl/b.py",\n]\n# tail\n'
+    )
+    config.write_text(text)
+    assert settings.drop_pending("impl/c.py", config) is False
+    assert config.read_text() == text
+    assert settings.drop_pending("impl/a.py", config) is True
+    assert config.read_text() == text.replace('    "impl/a.py",\n', "")
+    assert settings.drop_pending("impl/b.py", config) is True
+    assert config.read_text() == '# head\ncore = ["a.py"]\nbaseline_pending = []\n# tail\n'
+    assert settings.drop_pending("impl/b.py", config) is False
+
+
+def test_a_session_holds_for_its_tree_but_not_for_the_scores_and_equivalents(
+    tmp_path: Path,
+) -> None:
+    """A resumed session's results hold for the tree they were measured on: any tracked
+    file's bytes or mode change the digest, but recording a score or arguing an
+    equivalent (neither changes a mutant's fate) does not void a session."""
+    names = ["impl/a.py", *scratch.BOOKKEEPING]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n")
+    before = scratch.tree_digest(names, tmp_path)
+    for name in scratch.BOOKKEEPING:
+        (tmp_path / name).write_text("# recorded\n")
+    assert scratch.tree_digest(names, tmp_path) == before
+    (tmp_path / "impl/a.py").chmod(0o755)
+    moded = scratch.tree_digest(names, tmp_path)
+    assert moded != before
+    (tmp_path / "impl/a.py").write_text("x = 2\n")
+    assert scratch.tree_digest(names, tmp_path) not in (before, moded)
 
 
 def test_each_operator_filter_names_cosmic_ray_operators_and_says_why() -> None:
@@ -207,6 +250,43 @@ def test_the_score_leaves_out_equivalents_and_skipped_and_never_counts_errors(
     assert result.timeouts == 1
     assert result.score == pytest.approx(2 / 3)
     assert [m.operator for m in result.survivors()] == ["core/Other"]
+
+
+def test_the_html_report_indexes_each_survivor_and_error_with_its_change(
+    tmp_path: Path,
+) -> None:
+    """Issue 34 asks for a report a person can triage from: each module with survivors
+    or errors gets an index (line, operator, fate, the change in one line) linked from
+    the summary table, then each diff; an error shows the worker's note, and a module
+    with neither gets no section."""
+    diff = "--- a\n+++ b\n@@ -1 +1 @@\n-    if a < b:\n+    if a <= b:\n"
+    noisy = results.read_result(
+        "impl/x.py",
+        _session(
+            tmp_path / "x.sqlite",
+            [
+                ("core/Op", "NORMAL", "SURVIVED", diff, ""),
+                ("core/Bad", "EXCEPTION", "INCOMPETENT", diff, "Traceback: <boom>"),
+            ],
+        ),
+        5.0,
+        {},
+    )
+    quiet = results.read_result(
+        "impl/y.py",
+        _session(tmp_path / "y.sqlite", [("core/Op", "NORMAL", "KILLED", "", "failed")]),
+        1.0,
+        {},
+    )
+    _, html_path = report.write_reports(tmp_path / "out", [noisy, quiet], "t", "whole", {})
+    page = html_path.read_text()
+    assert "<a href='#m0'>impl/x.py</a>" in page and "id='m0'" in page
+    assert "id='m1'" not in page and "<td>impl/y.py</td>" in page
+    assert "<code>if a &lt; b:</code> &rarr; <code>if a &lt;= b:</code>" in page
+    assert "<td class='survived'>survived</td>" in page
+    assert "<td class='error'>error</td>" in page
+    assert "error: Traceback: &lt;boom&gt;" in page
+    assert page.count("<pre>") == 2
 
 
 def test_mutants_inside_annotations_are_found_where_cosmic_ray_counts_them() -> None:

@@ -234,7 +234,7 @@ def _run(
             # Written after every module: a long run stopped later keeps what it measured.
             report.write_reports(out, done, digest, scope, baselines)
             if args.update_baseline and whole:
-                _update_baseline(result, baselines)
+                _update_baseline(result, baselines, args.config)
     finally:
         workers.stop()
     json_path, html_path = report.write_reports(out, done, digest, scope, baselines)
@@ -281,9 +281,12 @@ def _verdict(
     return status
 
 
-def _update_baseline(result: results.ModuleResult, baselines: dict[str, config.Baseline]) -> None:
+def _update_baseline(
+    result: results.ModuleResult, baselines: dict[str, config.Baseline], settings_path: Path
+) -> None:
     """Record ``result`` as its module's baseline when it is the first or not lower (errors
-    never: a run with a mutant that could not run measured nothing)."""
+    never: a run with a mutant that could not run measured nothing); a module recorded
+    leaves the configuration's ``baseline_pending``."""
     base = baselines.get(result.module)
     if result.score is None or result.fates["error"]:
         return
@@ -293,3 +296,4 @@ def _update_baseline(result: results.ModuleResult, baselines: dict[str, config.B
             result.score, result.killed, result.scored, today, result.seconds
         )
         config.write_baseline(baselines)
+        config.drop_pending(result.module, settings_path)

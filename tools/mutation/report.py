@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mutation.results import ModuleResult
+from mutation.results import Mutant
 from mutation.settings import Baseline
 
 
@@ -69,7 +70,7 @@ def to_document(results: Sequence[ModuleResult], tree: str, scope: str) -> dict[
                     "fate": m.fate,
                     "original": m.original,
                     "mutated": m.mutated,
-                    **({"diff": m.diff} if m.fate == "survived" else {}),
+                    **({"diff": m.diff} if m.fate in ("survived", "error") else {}),
                     **({"note": m.note} if m.note else {}),
                 }
                 for m in result.mutants
@@ -96,33 +97,27 @@ def write_reports(
 def _html(results: Sequence[ModuleResult], scope: str, baselines: Mapping[str, Baseline]) -> str:
     rows = []
     sections = []
-    for result in results:
+    for number, result in enumerate(results):
         base = baselines.get(result.module)
+        anchor = f"m{number}"
+        cells = (
+            percent(result.score),
+            result.killed,
+            result.fates["survived"],
+            result.fates["equivalent"],
+            result.fates["skipped"],
+            result.fates["error"],
+            percent(base.score) if base else "",
+        )
+        name = html.escape(result.module)
+        link = f"<a href='#{anchor}'>{name}</a>" if _listed(result) else name
         rows.append(
-            "<tr>"
-            + "".join(
-                f"<td>{html.escape(str(cell))}</td>"
-                for cell in (
-                    result.module,
-                    percent(result.score),
-                    result.killed,
-                    result.fates["survived"],
-                    result.fates["equivalent"],
-                    result.fates["skipped"],
-                    result.fates["error"],
-                    percent(base.score) if base else "",
-                )
-            )
+            f"<tr><td>{link}</td>"
+            + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in cells)
             + "</tr>"
         )
-        survivors = result.survivors()
-        if survivors:
-            items = "".join(
-                f"<li><b>line {m.line}</b> {html.escape(m.operator)}"
-                f"<pre>{html.escape(m.diff)}</pre></li>"
-                for m in survivors
-            )
-            sections.append(f"<h2>{html.escape(result.module)}</h2><ul>{items}</ul>")
+        if _listed(result):
+            sections.append(f"<h2 id='{anchor}'>{name}</h2>{_module_section(result)}")
     head = "".join(
         f"<th>{name}</th>"
         for name in (
@@ -139,10 +134,45 @@ def _html(results: Sequence[ModuleResult], scope: str, baselines: Mapping[str, B
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Mutation report</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;"
-        "text-align:right}td:first-child{text-align:left}pre{background:#f4f4f4;"
-        "padding:6px}</style></head><body>"
+        "text-align:right}td:first-child,table.index td{text-align:left}"
+        "table.index code{white-space:pre-wrap}pre{background:#f4f4f4;padding:6px}"
+        ".error{color:#a00}</style></head><body>"
         f"<h1>Mutation report ({html.escape(scope)})</h1>"
         f"<table><tr>{head}</tr>{''.join(rows)}</table>"
-        f"<p>Survivors, with the diff of each:</p>{''.join(sections) or '<p>none</p>'}"
+        "<p>Each module with survivors or errors: an index (line, operator, change), then the "
+        "diff of each.</p>"
+        f"{''.join(sections) or '<p>No survivor and no error.</p>'}"
         "</body></html>\n"
     )
+
+
+def _listed(result: ModuleResult) -> bool:
+    return bool(result.fates["survived"] or result.fates["error"])
+
+
+def _module_section(result: ModuleResult) -> str:
+    """A module's survivors and errors: one index row each (the change in one line), then
+    each with its diff (and, for an error, the worker's first line of output)."""
+    listed = [m for m in result.mutants if m.fate in ("survived", "error")]
+    index = "".join(
+        f"<tr><td><a href='#{_anchor(result, m)}'>{m.line}</a></td>"
+        f"<td>{html.escape(m.operator)}</td><td class='{m.fate}'>{m.fate}</td>"
+        f"<td><code>{html.escape(m.original)}</code> &rarr; "
+        f"<code>{html.escape(m.mutated)}</code></td></tr>"
+        for m in listed
+    )
+    items = "".join(
+        f"<li id='{_anchor(result, m)}'><b>line {m.line}</b> {html.escape(m.operator)}"
+        + (f" <span class='error'>error: {html.escape(m.note)}</span>" if m.fate == "error" else "")
+        + f"<pre>{html.escape(m.diff)}</pre></li>"
+        for m in listed
+    )
+    return (
+        "<table class='index'><tr><th>line</th><th>operator</th><th>fate</th><th>change</th>"
+        f"</tr>{index}</table><ul>{items}</ul>"
+    )
+
+
+def _anchor(result: ModuleResult, mutant: Mutant) -> str:
+    name = result.module.replace("/", "-").replace(".", "-")
+    return f"{name}-{mutant.line}-{mutant.operator.replace('/', '-')}-{mutant.occurrence}"

@@ -38,11 +38,19 @@ def tracked_files(root: Path = ROOT) -> list[str]:
     return [name for name in names if (root / name).is_file()]
 
 
+BOOKKEEPING = ("tools/mutation_baseline.toml", "tools/mutation_equivalents.toml")
+"""Files no mutant's fate depends on (scores written after a module; equivalents applied
+when results are read), left out of :func:`tree_digest` so that recording a score or
+arguing an equivalent does not void the sessions a run may resume."""
+
+
 def tree_digest(files: Sequence[str], root: Path = ROOT) -> str:
-    """A digest of the files' names, modes and bytes: a session's results hold for this
-    tree only."""
+    """A digest of the files' names, modes and bytes (but :data:`BOOKKEEPING`): a
+    session's results hold for this tree only."""
     digest = hashlib.sha256()
     for name in files:
+        if name in BOOKKEEPING:
+            continue
         path = root / name
         digest.update(name.encode() + b"\0")
         digest.update(oct(path.stat().st_mode & 0o111).encode() + b"\0")

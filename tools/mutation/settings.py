@@ -211,6 +211,22 @@ def write_baseline(entries: Mapping[str, Baseline], path: Path = BASELINE) -> No
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
+def drop_pending(module: str, path: Path = CONFIG) -> bool:
+    """Remove ``module`` from the configuration's ``baseline_pending`` list, editing only
+    that list's lines (comments and layout elsewhere stay); True when it was listed."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("baseline_pending")), None)
+    if start is None or lines[start].rstrip().endswith("]"):
+        return False
+    end = next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith("]"))
+    kept = [line for line in lines[start + 1 : end] if line.strip().rstrip(",") != f'"{module}"']
+    if len(kept) == end - start - 1:
+        return False
+    block = [lines[start], *kept, lines[end]] if kept else ["baseline_pending = []\n"]
+    path.write_text("".join(lines[:start] + block + lines[end + 1 :]), encoding="utf-8")
+    return True
+
+
 @dataclass(frozen=True)
 class Equivalent:
     """A surviving mutant argued equivalent: the module, cosmic-ray's operator, the source
