@@ -118,16 +118,21 @@ class Progress:
         self.started = time.monotonic()
         self.last = 0.0
 
-    def __call__(self, module: str, done: int, total: int, killed: int, survived: int) -> None:
+    def __call__(self, module: str, counts: sessions.Counts) -> None:
         now = time.monotonic()
-        text = (
-            f"{module}: {done}/{total} mutants, killed {killed}, survived {survived},"
-            f" {int(now - self.started)}s"
-        )
+        text = f"{module}: {counts.done}/{counts.total} mutants, killed {counts.killed}"
+        text += f", survived {counts.survived}, skipped {counts.skipped}"
+        if counts.errors:
+            text += f", ERRORS {counts.errors}"
+        text += f", {report.duration(now - self.started)}"
+        ran = counts.done - counts.skipped
+        if ran and counts.done < counts.total:
+            left = (now - self.started) / ran * (counts.total - counts.done)
+            text += f", about {report.duration(left)} left"
         if self.tty:
             sys.stderr.write("\r" + text[: os.get_terminal_size(2).columns - 1] + "\x1b[K")
             sys.stderr.flush()
-        elif now - self.last >= 60 or done == total:
+        elif now - self.last >= 60 or counts.done == counts.total:
             print(text, file=sys.stderr, flush=True)
             self.last = now
 
@@ -217,8 +222,10 @@ def _run(
                 sessions.initialise(session, copies[0], config_file, digest, lines, settings)
             else:
                 line_map = selection.LineMap.from_json(session.map_file.read_text())
-                done_before, total, _, _ = sessions.counts(session.database)
-                print(f"{module}: resuming, {done_before} of {total} mutants done", flush=True)
+                so_far = sessions.counts(session.database)
+                print(
+                    f"{module}: resuming, {so_far.done} of {so_far.total} mutants done", flush=True
+                )
                 config_file = sessions.write_config(
                     session, workers.urls, line_map.seconds, settings
                 )

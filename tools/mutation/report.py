@@ -35,6 +35,15 @@ def versus(result: ModuleResult, baseline: Baseline | None, whole: bool) -> str:
     return f"  [baseline {percent(baseline.score).strip()}, {delta:+.1f}]"
 
 
+def duration(seconds: float) -> str:
+    """``1h02m``, ``3m05s`` or ``42s``."""
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, seconds_left = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds_left:02d}s" if minutes else f"{seconds_left}s"
+
+
 def summary_line(result: ModuleResult, baseline: Baseline | None, whole: bool) -> str:
     fates = result.fates
     parts = [
@@ -47,8 +56,7 @@ def summary_line(result: ModuleResult, baseline: Baseline | None, whole: bool) -
         parts.append(f"timeouts {result.timeouts}")
     if fates["error"]:
         parts.append(f"ERRORS {fates['error']}")
-    minutes, seconds = divmod(int(result.seconds), 60)
-    parts.append(f"{minutes}m{seconds:02d}s")
+    parts.append(duration(result.seconds))
     return ", ".join(parts) + versus(result, baseline, whole)
 
 

@@ -72,7 +72,8 @@ def changed_text(diff: str) -> tuple[str, str]:
     return "\n".join(removed), "\n".join(added)
 
 
-def _fate(worker: str | None, test: str | None, output: str) -> str:
+def fate_of(worker: str | None, test: str | None) -> str:
+    """A run mutant's fate from cosmic-ray's outcomes (before equivalents are applied)."""
     if worker == "SKIPPED":
         return "skipped"
     if worker != "NORMAL" or test == "INCOMPETENT":
@@ -98,7 +99,7 @@ def read_result(
     for operator, occurrence, line, worker, test, diff, output in rows:
         if worker is None:
             continue  # not run yet (an interrupted session)
-        fate = _fate(worker, test, output)
+        fate = fate_of(worker, test)
         original, mutated = changed_text(diff)
         note = output.strip().splitlines()[0] if fate in ("skipped", "error") and output else ""
         if fate == "survived" and (module, operator, original, mutated) in equivalents:

@@ -24,15 +24,14 @@ import subprocess
 import sys
 import time
 import tokenize
+from collections import Counter
 from collections.abc import Callable
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from mutation.results import fate_of
 from mutation.settings import Settings
-
-Progress = Callable[[str, int, int, int, int], None]
-"""``progress(module, done, total, killed, survived)``."""
 
 EXEC = Path(__file__).resolve().with_name("exec_session.py")
 
@@ -193,16 +192,34 @@ def keyword_markers(source: str) -> set[tuple[int, int]]:
     }
 
 
-def counts(database: Path) -> tuple[int, int, int, int]:
-    """(done, total, killed, survived) of a session, read without writing."""
+@dataclass(frozen=True)
+class Counts:
+    """How far a session is: mutants done of ``total``, and the fates so far (errors are
+    neither killed nor survived)."""
+
+    done: int
+    total: int
+    killed: int
+    survived: int
+    skipped: int
+    errors: int
+
+
+Progress = Callable[[str, Counts], None]
+"""``progress(module, counts)``."""
+
+
+def counts(database: Path) -> Counts:
+    """A session's :class:`Counts`, read without writing."""
     with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30) as connection:
         total = connection.execute("SELECT count(*) FROM work_items").fetchone()[0]
         rows = connection.execute(
             "SELECT worker_outcome, test_outcome FROM work_results"
         ).fetchall()
-    killed = sum(1 for worker, test in rows if worker == "NORMAL" and test != "SURVIVED")
-    survived = sum(1 for worker, test in rows if worker == "NORMAL" and test == "SURVIVED")
-    return len(rows), int(total), killed, survived
+    fates = Counter(fate_of(worker, test) for worker, test in rows)
+    return Counts(
+        len(rows), int(total), fates["killed"], fates["survived"], fates["skipped"], fates["error"]
+    )
 
 
 def execute(session: Session, copy: Path, config: Path, progress: Progress) -> None:
@@ -219,14 +236,14 @@ def execute(session: Session, copy: Path, config: Path, progress: Progress) -> N
         try:
             while process.poll() is None:
                 time.sleep(1.0)
-                progress(session.module, *counts(session.database))
+                progress(session.module, counts(session.database))
         finally:
             if process.poll() is None:
                 process.terminate()
                 process.wait()
     if process.returncode != 0:
         raise RuntimeError(f"cosmic-ray exec failed for {session.module}: see {log.name}")
-    progress(session.module, *counts(session.database))
+    progress(session.module, counts(session.database))
 
 
 def reset(session: Session) -> None:
