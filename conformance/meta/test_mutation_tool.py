@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import importlib.util
 import sqlite3
+import types
 from pathlib import Path
 
 import pytest
@@ -304,6 +305,29 @@ def test_mutants_inside_annotations_are_found_where_cosmic_ray_counts_them() -> 
     assert not any(start <= (3, 20) < end for start, end in spans)  # the value `a`
     assert SETTINGS.skips_annotations("impl/store/leases.py")
     assert not SETTINGS.skips_annotations("impl/cli/app.py")  # typer evaluates them
+
+
+def test_a_mutant_cosmic_ray_cannot_make_is_skipped_with_its_reason() -> None:
+    """A mutant whose operator raises on the code (cosmic-ray 8.7's ExceptionReplacer on a
+    dotted name inside an exception tuple) fails on the worker before any test runs, every
+    time: it is skipped with the exception as the reason, never counted as an error that
+    would fail every run; a mutant cosmic-ray can make is not."""
+    _cosmic_ray()
+    source = (
+        "import sqlite3\n"
+        "try:\n    pass\nexcept (sqlite3.Error, OSError):\n    pass\n"
+        "try:\n    pass\nexcept (ValueError, OSError):\n    pass\n"
+    )
+
+    def mutation(occurrence: int) -> object:
+        return types.SimpleNamespace(
+            operator_name="core/ExceptionReplacer", occurrence=occurrence, operator_args={}
+        )
+
+    reason = sessions.unmakeable(source, mutation(0))
+    assert reason is not None and reason.startswith("cosmic-ray cannot make this mutant: ")
+    assert sessions.unmakeable(source, mutation(1)) is None  # OSError in the first tuple
+    assert sessions.unmakeable(source, mutation(2)) is None  # ValueError in the second
 
 
 def test_a_keyword_only_marker_is_found_and_nothing_else_is() -> None:

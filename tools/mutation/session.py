@@ -29,6 +29,7 @@ from collections.abc import Callable
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mutation.results import fate_of
 from mutation.settings import Settings
@@ -147,12 +148,31 @@ def initialise(
                 rows = range(mutation.start_pos[0], mutation.end_pos[0] + 1)
                 if reason is None and changed is not None and not set(rows) & set(changed):
                     reason = "outside the changed lines"
+                if reason is None:
+                    reason = unmakeable(source, mutation)
             if reason is not None:
                 db.set_result(
                     item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=reason)
                 )
     meta = _meta(session, digest, changed, settings)
     (session.directory / "meta.json").write_text(json.dumps(meta))
+
+
+def unmakeable(source: str, mutation: Any) -> str | None:
+    """Why cosmic-ray cannot make this mutant (its operator raises on this code), or None.
+    Such a mutant would fail on the worker before any test ran, every time: it measures
+    nothing about the tests, so it is skipped with cosmic-ray's exception as the reason
+    (cosmic-ray 8.7's ExceptionReplacer raises AttributeError on a dotted name inside an
+    exception tuple, ``except (sqlite3.Error, OSError)``)."""
+    from cosmic_ray.mutating import MutationVisitor
+    from cosmic_ray.plugins import get_operator
+
+    operator = get_operator(mutation.operator_name)(**getattr(mutation, "operator_args", {}))
+    try:
+        MutationVisitor.mutate_code(source, operator, mutation.occurrence)
+    except Exception as exc:  # any failure of the operator itself
+        return f"cosmic-ray cannot make this mutant: {type(exc).__name__}: {exc}"
+    return None
 
 
 def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
