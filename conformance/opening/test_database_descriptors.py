@@ -171,14 +171,8 @@ def test_a_replacement_by_a_file_this_process_holds_keeps_its_locks(
     held = table.acquire(str(held_path))
     fcntl.lockf(held.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
     assert holds_posix_lock(held.key)
-    database = tmp_path / "run.sqlite3"
-    database.write_bytes(b"")
-
-    def rename_a_link_of_the_held_file_over(path: str) -> None:
-        os.link(held_path, tmp_path / "link")
-        os.rename(tmp_path / "link", path)
-
-    race(rename_a_link_of_the_held_file_over)
+    database = _database(tmp_path)
+    race(_link_renamed_over(lambda link: os.link(held_path, link), tmp_path / "link"))
     with pytest.raises(UnsafePathError, match="changed while opening"):
         table.acquire(str(database))
     assert holds_posix_lock(held.key), "a descriptor of the held file was closed"
@@ -200,14 +194,8 @@ def test_a_symbolic_link_swapped_in_is_refused_without_opening_its_target(
     target = tmp_path / "elsewhere.sqlite3"
     target.write_bytes(b"")
     own = locked(target)
-    database = tmp_path / "run.sqlite3"
-    database.write_bytes(b"")
-
-    def rename_a_link_over(path: str) -> None:
-        os.symlink(target, tmp_path / "link")
-        os.rename(tmp_path / "link", path)
-
-    race(rename_a_link_over)
+    database = _database(tmp_path)
+    race(_link_renamed_over(lambda link: os.symlink(target, link), tmp_path / "link"))
     table = _DatabaseDescriptors()
     with pytest.raises(UnsafePathError) as caught:
         table.acquire(str(database))
@@ -244,3 +232,20 @@ def test_a_database_that_appears_between_check_and_open_is_refused_untouched(
     assert database.read_bytes() == b"theirs"
     assert not table.holds(key_of(database))
     assert descriptors_of(key_of(database)) == []
+
+
+def _database(directory: Path) -> Path:
+    """An empty ``run.sqlite3`` in ``directory``."""
+    database = directory / "run.sqlite3"
+    database.write_bytes(b"")
+    return database
+
+
+def _link_renamed_over(make: Callable[[Path], None], link: Path) -> Callable[[str], None]:
+    """A race step: ``make`` a link at ``link``, then rename it over the path being opened."""
+
+    def swap(path: str) -> None:
+        make(link)
+        os.rename(link, path)
+
+    return swap
