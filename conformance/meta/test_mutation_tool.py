@@ -117,15 +117,52 @@ def test_each_operator_filter_names_cosmic_ray_operators_and_says_why() -> None:
         assert len(rule.reason.split()) >= 8, rule.pattern
 
 
+def _entries() -> list[settings.Equivalent]:
+    return [entry for listed in settings.load_equivalents().values() for entry in listed]
+
+
 def test_each_equivalent_names_a_line_its_module_still_has() -> None:
     """A survivor argued equivalent is matched by its source text: an entry whose line is
     gone would hide nothing and only mislead."""
-    for entry in settings.load_equivalents().values():
+    for entry in _entries():
         source = (ROOT / entry.module).read_text(encoding="utf-8")
         stripped = {line.strip() for line in source.splitlines()}
         for line in entry.original.splitlines():
             assert line in stripped, (entry.module, line)
         assert entry.reason.rstrip().endswith("."), entry.reason
+
+
+def test_an_equivalent_whose_text_recurs_says_which_place_it_covers() -> None:
+    """An entry is matched by text, so one whose first changed line occurs more than once
+    in its module would also excuse a later survivor elsewhere: it must name the function
+    or class it covers (``where``, which must enclose that text) or say that its reason
+    covers ``every`` place."""
+    for entry in _entries():
+        source = (ROOT / entry.module).read_text(encoding="utf-8")
+        first = entry.original.splitlines()[0]
+        lines = [n for n, text in enumerate(source.splitlines(), 1) if text.strip() == first]
+        if entry.where:
+            places = results.enclosing_names(source)
+            assert any(entry.where in places.get(n, ()) for n in lines), (entry.module, entry.where)
+        else:
+            assert len(lines) == 1 or entry.every, (entry.module, entry.operator, first, lines)
+
+
+def test_an_equivalent_that_names_its_place_excuses_no_other(tmp_path: Path) -> None:
+    """``where`` limits an entry to the mutants inside that function or class: the same
+    change elsewhere in the module stays a survivor."""
+    source = "def a():\n    return True\n\n\ndef b():\n    return True\n"
+    diff = "--- a\n+++ b\n@@ -1 +1 @@\n-    return True\n+    return False\n"
+    entry = settings.Equivalent(
+        "impl/x.py", "core/Op", "return True", "return False", "b is never called.", where="b"
+    )
+    database = _session(
+        tmp_path / "s.sqlite",
+        [("core/Op", "NORMAL", "SURVIVED", diff, ""), ("core/Op", "NORMAL", "SURVIVED", diff, "")],
+        lines=[2, 6],
+    )
+    result = results.read_result("impl/x.py", database, 1.0, {entry.key(): [entry]}, source)
+    assert [(m.line, m.fate) for m in result.mutants] == [(2, "survived"), (6, "equivalent")]
 
 
 # --- the parts ----------------------------------------------------------------------------
@@ -191,8 +228,13 @@ def test_the_rotation_runs_every_core_module_weekly_and_the_rest_monthly() -> No
     assert loads[-1] - loads[0] <= max(cost.values())
 
 
-def _session(path: Path, rows: list[tuple[str, str | None, str | None, str, str]]) -> Path:
-    """A session database in cosmic-ray's layout: (operator, worker, test, diff, output)."""
+def _session(
+    path: Path,
+    rows: list[tuple[str, str | None, str | None, str, str]],
+    lines: list[int] | None = None,
+) -> Path:
+    """A session database in cosmic-ray's layout: (operator, worker, test, diff, output),
+    the mutants on ``lines`` (default: one line each, from 1)."""
     connection = sqlite3.connect(path)
     connection.executescript(
         """
@@ -209,7 +251,7 @@ def _session(path: Path, rows: list[tuple[str, str | None, str | None, str, str]
         connection.execute("INSERT INTO work_items VALUES (?)", (job,))
         connection.execute(
             "INSERT INTO mutation_specs VALUES ('impl/x.py', ?, '{}', 0, ?, 0, ?, 1, '', ?)",
-            (operator, index + 1, index + 1, job),
+            (operator, *([lines[index]] * 2 if lines else [index + 1] * 2), job),
         )
         if worker is not None:
             connection.execute(
@@ -240,7 +282,7 @@ def test_the_score_leaves_out_equivalents_and_skipped_and_never_counts_errors(
             ("core/Op", None, None, "", ""),
         ],
     )
-    result = results.read_result("impl/x.py", database, 5.0, {equivalent.key(): equivalent})
+    result = results.read_result("impl/x.py", database, 5.0, {equivalent.key(): [equivalent]})
     assert dict(result.fates) == {
         "killed": 2,
         "equivalent": 1,

@@ -233,8 +233,9 @@ def _run(
             progress.end()
             # Read now, not at the start: survivors argued equivalent during a long run count.
             equivalents = config.load_equivalents()
+            source = (copies[0] / scratch.PRISTINE / module).read_text(encoding="utf-8")
             result = results.read_result(
-                module, session.database, time.monotonic() - started, equivalents
+                module, session.database, time.monotonic() - started, equivalents, source
             )
             done.append(result)
             print(report.summary_line(result, baselines.get(module), whole), flush=True)

@@ -11,14 +11,15 @@ stdlib ``sqlite3`` read-only on cosmic-ray's session.
 
 from __future__ import annotations
 
+import ast
 import sqlite3
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
 from mutation.settings import Equivalent
+from mutation.settings import Equivalents
 
 
 @dataclass(frozen=True)
@@ -81,12 +82,40 @@ def fate_of(worker: str | None, test: str | None) -> str:
     return "survived" if test == "SURVIVED" else "killed"
 
 
+def enclosing_names(source: str) -> dict[int, tuple[str, ...]]:
+    """For each line of ``source``, the names of the functions and classes around it,
+    innermost last (module-level lines are absent)."""
+    found: dict[int, tuple[str, ...]] = {}
+
+    def visit(node: ast.AST, names: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = names
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                inner = (*names, child.name)
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                for line in range(first, (child.end_lineno or child.lineno) + 1):
+                    found[line] = inner
+            visit(child, inner)
+
+    visit(ast.parse(source), ())
+    return found
+
+
+def _equivalent(
+    equivalents: Equivalents, key: tuple[str, str, str, str], enclosing: tuple[str, ...]
+) -> Equivalent | None:
+    return next((e for e in equivalents.get(key, ()) if e.covers(enclosing)), None)
+
+
 def read_result(
     module: str,
     database: Path,
     seconds: float,
-    equivalents: Mapping[tuple[str, str, str, str], Equivalent],
+    equivalents: Equivalents,
+    source: str | None = None,
 ) -> ModuleResult:
+    """The module's result from its session; ``source`` (the module as mutated, unmutated)
+    places each mutant in its functions for equivalents that name one."""
     query = """
         SELECT s.operator_name, s.occurrence, s.start_pos_row,
                r.worker_outcome, r.test_outcome, coalesce(r.diff, ''), coalesce(r.output, '')
@@ -96,15 +125,19 @@ def read_result(
         rows = connection.execute(query).fetchall()
     mutants = []
     timeouts = 0
+    places = enclosing_names(source) if source is not None else {}
     for operator, occurrence, line, worker, test, diff, output in rows:
         if worker is None:
             continue  # not run yet (an interrupted session)
         fate = fate_of(worker, test)
         original, mutated = changed_text(diff)
         note = output.strip().splitlines()[0] if fate in ("skipped", "error") and output else ""
-        if fate == "survived" and (module, operator, original, mutated) in equivalents:
+        argued = _equivalent(
+            equivalents, (module, operator, original, mutated), places.get(line, ())
+        )
+        if fate == "survived" and argued is not None:
             fate = "equivalent"
-            note = equivalents[(module, operator, original, mutated)].reason
+            note = argued.reason
         if fate == "killed" and output.strip() == "timeout":
             timeouts += 1
         mutants.append(

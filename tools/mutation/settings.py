@@ -230,34 +230,55 @@ def drop_pending(module: str, path: Path = CONFIG) -> bool:
 @dataclass(frozen=True)
 class Equivalent:
     """A surviving mutant argued equivalent: the module, cosmic-ray's operator, the source
-    line(s) it changes and what they become (each stripped), and the one-sentence reason."""
+    line(s) it changes and what they become (each stripped), and the one-sentence reason.
+
+    The text may occur in more than one place of the module; then the entry must say which:
+    ``where``, the name of a function or class that encloses the mutant (the entry covers
+    that place only), or ``every`` (its reason covers every place)."""
 
     module: str
     operator: str
     original: str
     mutated: str
     reason: str
+    where: str = ""
+    every: bool = False
 
     def key(self) -> tuple[str, str, str, str]:
         return (self.module, self.operator, self.original, self.mutated)
 
+    def covers(self, enclosing: Sequence[str]) -> bool:
+        """Whether the entry covers a mutant inside the named functions and classes."""
+        return not self.where or self.where in enclosing
 
-def load_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, str, str, str], Equivalent]:
+
+Equivalents = Mapping[tuple[str, str, str, str], Sequence[Equivalent]]
+
+
+def load_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, str, str, str], list[Equivalent]]:
     if not path.exists():
         return {}
-    result: dict[tuple[str, str, str, str], Equivalent] = {}
+    result: dict[tuple[str, str, str, str], list[Equivalent]] = {}
     for index, entry in enumerate(_table(path).get("equivalent", [])):
         where = f"{path.name} [[equivalent]] #{index + 1}"
+        every = entry.get("every", False)
+        if type(every) is not bool:
+            raise ConfigError(f"{where}: every must be true or false")
         item = Equivalent(
             module=_text(entry, "module", where),
             operator=_text(entry, "operator", where),
             original=_text(entry, "original", where),
             mutated=_text(entry, "mutated", where),
             reason=_text(entry, "reason", where),
+            where=_text(entry, "where", where) if "where" in entry else "",
+            every=every,
         )
-        if item.key() in result:
+        if item.where and item.every:
+            raise ConfigError(f"{where}: give where or every, not both")
+        listed = result.setdefault(item.key(), [])
+        if any(other.where == item.where for other in listed):
             raise ConfigError(f"{where}: the same mutant is listed twice")
-        result[item.key()] = item
+        listed.append(item)
     return result
 
 
