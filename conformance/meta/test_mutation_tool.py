@@ -177,18 +177,22 @@ def test_changed_lines_are_the_replaced_and_deleted_lines_of_the_original() -> N
 
 
 def test_a_mutant_runs_the_tests_of_its_lines_quickest_first() -> None:
+    """A mutant runs the tests that executed its lines, quickest first; a line executed by
+    no test, or only at import (a constant), runs every candidate test, those that never
+    executed a line of the module included: a test may only read a constant (``t::k``
+    here, like the kernel-constant tests reading ``durable._AT_FDCWD``)."""
     line_map = selection.LineMap(
         candidates=("conformance/a", "conformance/b"),
         seconds=1.0,
         lines={1: ("t::x", "t::y"), 2: ("t::y",), 3: (), 4: ("t::z",)},
-        durations={"t::x": 2.0, "t::y": 0.5},
+        durations={"t::x": 2.0, "t::y": 0.5, "t::z": 1.0, "t::k": 0.1},
     )
-    assert line_map.ranked() == ("t::y", "t::x", "t::z")
+    assert line_map.ranked() == ("t::y", "t::z", "t::x")
     assert line_map.tests_for([2]) == ("t::y",)
-    assert line_map.tests_for([1, 4]) == ("t::y", "t::x", "t::z")
-    # A line reached only while importing, or by no test: every test of the module.
-    assert line_map.tests_for([3]) == ("t::y", "t::x", "t::z")
-    assert line_map.tests_for([9]) == ("t::y", "t::x", "t::z")
+    assert line_map.tests_for([1, 4]) == ("t::y", "t::z", "t::x")
+    assert line_map.tests_for([3]) == ("t::k", "t::y", "t::z", "t::x")
+    assert line_map.tests_for([9]) == ("t::k", "t::y", "t::z", "t::x")
+    assert line_map.tests_for([2, 9]) == ("t::k", "t::y", "t::z", "t::x")
     report = "0.50s call     t.py::a[x y]\n0.25s setup    t.py::a[x y]\n1.00s call t.py::b\n"
     assert selection.durations(report) == {"t.py::a[x y]": 0.75, "t.py::b": 1.0}
     empty = selection.LineMap(("conformance/a",), 1.0, {})

@@ -11,11 +11,13 @@ timed in that run: the run stops at the first failure, so a mutant a quick test 
 waits for the long stateful ones), under the ``mutation`` Hypothesis profile
 (conformance/conftest.py: no shrinking, a fixed seed). When a changed line was executed by
 no test, or only while modules were imported (a constant, a decorator, a default), the
-mutant runs every test that executed any line of the module, in the same order, or every
-candidate if none did. A line executed only by a subprocess a test starts is not seen by
-the map: its mutants may survive where the whole candidate set would kill them, and are
-then reported as survivors to look at, never counted as killed. Rules of this file: the map is a
-pure function of the copy's tree and the candidates, stored as JSON beside the session.
+mutant runs every candidate test, quickest first: a test may read a constant without
+executing any line of the module (the kernel-constant tests read ``durable._AT_FDCWD``),
+so the tests that executed the module's lines are not enough. A line executed only by a
+subprocess a test starts is not seen by the map: its mutants may survive where the whole
+candidate set would kill them, and are then reported as survivors to look at, never
+counted as killed. Rules of this file: the map is a pure function of the copy's tree and
+the candidates, stored as JSON beside the session.
 """
 
 from __future__ import annotations
@@ -77,6 +79,12 @@ class LineMap:
         tests = {test for line_tests in self.lines.values() for test in line_tests}
         return tuple(sorted(tests, key=lambda test: (self.durations.get(test, float("inf")), test)))
 
+    def every_test(self) -> tuple[str, ...]:
+        """Every candidate test, quickest first (the candidates' paths when the map run
+        timed none)."""
+        timed = sorted(self.durations, key=lambda test: (self.durations[test], test))
+        return tuple(timed) or self.candidates
+
     def tests_for(self, changed: Iterable[int]) -> tuple[str, ...]:
         """The tests a mutant changing ``changed`` (line numbers of the unmutated module)
         runs, in the order they run (see above)."""
@@ -85,7 +93,7 @@ class LineMap:
         for line in changed:
             tests = self.lines.get(line)
             if not tests:
-                return ranked or self.candidates
+                return self.every_test()
             chosen.update(tests)
         return tuple(test for test in ranked if test in chosen)
 
