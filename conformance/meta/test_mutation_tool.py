@@ -15,6 +15,7 @@ import pytest
 from mutation import changes
 from mutation import report
 from mutation import results
+from mutation import run_mutant
 from mutation import scratch
 from mutation import selection
 from mutation import session as sessions
@@ -198,6 +199,24 @@ def test_a_mutant_runs_the_tests_of_its_lines_quickest_first() -> None:
     empty = selection.LineMap(("conformance/a",), 1.0, {})
     assert empty.tests_for([1]) == ("conformance/a",)
     assert selection.LineMap.from_json(line_map.to_json()) == line_map
+
+
+def test_a_mutant_that_ends_the_test_process_early_is_killed(tmp_path: Path) -> None:
+    """A mutant can make pytest's own process exit with status 0 mid-run (a probe's child
+    branch taken by the parent calls ``os._exit(0)``): a pass counts only when the session
+    finished, so that run is a kill, while a finished passing run is a survivor and a
+    failing one a kill."""
+    (tmp_path / "test_exits.py").write_text(
+        "import os\n\ndef test_a():\n    os._exit(0)\n\ndef test_b():\n    assert False\n"
+    )
+    (tmp_path / "test_passes.py").write_text("def test_c():\n    pass\n")
+    (tmp_path / "test_fails.py").write_text("def test_d():\n    assert False\n")
+    assert run_mutant.run_tests(["test_exits.py"], tmp_path) == 1
+    assert run_mutant.run_tests(["test_passes.py"], tmp_path) == 0
+    assert run_mutant.run_tests(["test_fails.py"], tmp_path) == 1
+    assert run_mutant.verdict(0, finished=False) == 1
+    assert run_mutant.verdict(0, finished=True) == 0
+    assert run_mutant.verdict(5, finished=False) == 5
 
 
 def test_changed_since_takes_the_new_side_of_each_hunk() -> None:

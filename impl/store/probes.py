@@ -105,9 +105,10 @@ def _child_can_lock(fd: int) -> bool:
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
             status = 0
-        except OSError:
-            status = 1
-        os._exit(status)
+        finally:
+            # Whatever lockf raises (an OSError, or KeyboardInterrupt from a Ctrl-C sent to
+            # the whole process group) ends here: the child never unwinds into its caller.
+            os._exit(status)
     _, wait_status = os.waitpid(pid, 0)
     if not os.WIFEXITED(wait_status):
         _fail("the lock-probe process did not exit normally")

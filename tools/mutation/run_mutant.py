@@ -6,17 +6,23 @@ Run from the copy's root by the worker cosmic-ray started there::
     python tools/mutation/run_mutant.py --module impl/canonical.py --map SESSION/map.json
 
 It compares the module with its unmutated copy (``.mutate-pristine``) to find the changed
-lines, picks the tests from the map (:meth:`mutation.selection.LineMap.tests_for`) and
-exits with pytest's status: 0 means the mutant survived. Rules of this file: it never
-writes anything but its output; a map that does not fit the module is an error (status 3),
-never a silent full run.
+lines, picks the tests from the map (:meth:`mutation.selection.LineMap.tests_for`), runs
+pytest on them in a child process and exits with pytest's status: 0 means the mutant
+survived. A child that ends with status 0 before its session finished (no marker from
+:mod:`mutation.session_marker`: the mutant made pytest's own process exit) counts as a
+kill, status 1. Rules of this file: it writes nothing but its output and the marker's
+temporary file; a map that does not fit the module is an error (status 3), never a silent
+full run.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -25,6 +31,7 @@ from mutation.scratch import PRISTINE
 from mutation.selection import PYTEST_OPTIONS
 from mutation.selection import LineMap
 from mutation.selection import changed_lines
+from mutation.session_marker import MARKER_VARIABLE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,13 +48,32 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     tests = line_map.tests_for(lines)
     print(f"run_mutant: lines {lines}: {len(tests)} test(s)", flush=True)
-    import pytest
+    return run_tests(tests)
 
-    os.environ["HYPOTHESIS_PROFILE"] = "mutation"
 
-    # The tests run in the order given (the quickest first): pytest runs node ids given on
-    # the command line in that order.
-    return int(pytest.main([*PYTEST_OPTIONS, "-x", "-p", "no:xdist", *tests]))
+def run_tests(tests: Sequence[str], cwd: Path | None = None) -> int:
+    """Run ``tests`` (pytest node ids or paths, in this order) in a child pytest under the
+    ``mutation`` Hypothesis profile, stopping at the first failure; its :func:`verdict`."""
+    env = dict(os.environ, HYPOTHESIS_PROFILE="mutation")
+    tools = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), tools]))
+    with tempfile.TemporaryDirectory(prefix="mutate-marker-") as directory:
+        marker = Path(directory) / "finished"
+        env[MARKER_VARIABLE] = str(marker)
+        # The tests run in the order given (the quickest first): pytest runs node ids given
+        # on the command line in that order.
+        command = [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, "-x", "-p", "no:xdist"]
+        command += ["-p", "mutation.session_marker", *tests]
+        status = subprocess.run(command, env=env, cwd=cwd, check=False).returncode
+        return verdict(status, marker.exists())
+
+
+def verdict(status: int, finished: bool) -> int:
+    """The mutant's status from pytest's: a pass only counts when the session finished."""
+    if status == 0 and not finished:
+        print("run_mutant: the test process ended before its session finished", flush=True)
+        return 1
+    return status
 
 
 if __name__ == "__main__":
