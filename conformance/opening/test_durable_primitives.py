@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 from runstore import durable
 
+from conformance.capabilities import NOBODY
+from conformance.capabilities import owning_nothing
+
 
 @pytest.fixture
 def effects() -> Iterator[list[tuple[str, tuple[str, ...]]]]:
@@ -67,6 +70,22 @@ def test_a_file_sync_refuses_a_link(tmp_path: Path) -> None:
     durable.fsync_file(str(target))
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
+def test_syncing_a_directory_needs_no_ownership_of_it(tmp_path: Path) -> None:
+    """A directory the store syncs may belong to another user (the parent of a root, a
+    shared data directory reached through a link): syncing it needs only that it can be
+    opened for reading, never ownership, so a process without any privilege standing in
+    for ownership syncs it (and its entries) like its own."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    (shared / "entry").mkdir()
+    for path in (shared, shared / "entry"):
+        os.chown(path, NOBODY, NOBODY)
+    with owning_nothing():
+        durable.fsync_dir(str(shared))
+        durable.fsync_dir(str(shared / "entry"))
+
+
 def test_a_parent_reached_through_a_link_is_synced(
     tmp_path: Path, effects: list[tuple[str, tuple[str, ...]]]
 ) -> None:
@@ -88,6 +107,86 @@ def test_a_parent_reached_through_a_link_is_synced(
     durable.unlink(str(gone))
     assert effects == [("unlink", (str(gone),)), ("fsync_dir", (str(linked),))]
     assert not (real / "gone").exists()
+
+
+def test_removing_a_tree_syncs_its_parent_unless_the_caller_will(
+    tmp_path: Path, effects: list[tuple[str, tuple[str, ...]]]
+) -> None:
+    """``remove_tree`` removes the store's disposable directory and, by default, syncs its
+    parent, following a link to it like every parent sync; with ``sync_parent=False`` the
+    caller syncs the parent as its own step (a crash boundary of its own, SPEC 14.11), so
+    the seam records no sync of it."""
+    real = tmp_path / "real"
+    real.mkdir()
+    linked = tmp_path / "linked"
+    linked.symlink_to(real)
+    for sync_parent in (True, False):
+        tree = real / "tree"
+        (tree / "sub").mkdir(parents=True)
+        (tree / "sub" / "file").write_bytes(b"x")
+        effects.clear()
+        if sync_parent:
+            durable.remove_tree(str(linked / "tree"))
+        else:
+            durable.remove_tree(str(linked / "tree"), sync_parent=False)
+        assert not tree.exists()
+        synced = [paths for effect, paths in effects if effect == "fsync_dir"]
+        assert synced == ([(str(linked),)] if sync_parent else [])
+
+
+def _lock_elsewhere(path: Path, start: int) -> bool:
+    """Whether another process can take an exclusive record lock on byte ``start``."""
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            fd = os.open(path, os.O_RDWR)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, start)
+            status = 0
+        finally:
+            os._exit(status)
+    _, wait_status = os.waitpid(pid, 0)
+    return os.WIFEXITED(wait_status) and os.WEXITSTATUS(wait_status) == 0
+
+
+def test_a_record_lock_covers_byte_0_only(tmp_path: Path) -> None:
+    """``posix_lock`` takes a POSIX record lock on byte 0 (the record-lock probe of SPEC 8,
+    step 3, checks a child cannot take that byte): another process can still lock byte 1,
+    and once released, byte 0 too."""
+    path = tmp_path / "lock"
+    path.write_bytes(b"\0\0")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert durable.posix_lock(fd, str(path), lock=True)
+        assert not _lock_elsewhere(path, 0)
+        assert _lock_elsewhere(path, 1)
+        assert durable.posix_lock(fd, str(path), lock=False)
+        assert _lock_elsewhere(path, 0)
+    finally:
+        os.close(fd)
+
+
+def test_the_observer_is_told_which_record_lock_operation_runs(tmp_path: Path) -> None:
+    """The seam announces each operation by name to its observer (SPEC 14.10: the I/O-fault
+    campaign fails each call by name): taking a record lock is ``posix_lock``, releasing it
+    ``posix_unlock``, each announced before and after."""
+    seen: list[tuple[str, str]] = []
+    previous = durable.install_observer(lambda phase, operation, _: seen.append((phase, operation)))
+    path = tmp_path / "lock"
+    path.write_bytes(b"\0")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        durable.posix_lock(fd, str(path), lock=True)
+        durable.posix_lock(fd, str(path), lock=False)
+    finally:
+        os.close(fd)
+        durable.install_observer(previous)
+    assert seen == [
+        ("before", "posix_lock"),
+        ("after", "posix_lock"),
+        ("before", "posix_unlock"),
+        ("after", "posix_unlock"),
+    ]
 
 
 @pytest.mark.parametrize("make", [durable.mkdir, durable.create_directory])

@@ -21,7 +21,6 @@ expected values are SPEC.md's, not the model's.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import hashlib
 import os
@@ -42,6 +41,8 @@ from runstore import recovery_report as codes
 from runstore.store.publication import objects
 from runstore.testing import fixtures as sc
 
+from conformance.capabilities import NOBODY
+from conformance.capabilities import owning_nothing
 from conformance.publication.world import EXPIRES
 from conformance.publication.world import PublicationWorld
 from conformance.publication.world import at
@@ -213,49 +214,6 @@ def test_an_empty_outcome_json_grown_after_verification_is_corrupt(
 
 
 # --- reading needs no ownership ----------------------------------------------------------------
-
-NOBODY = 65534
-"""The uid and gid the candidate's files are given (another user's)."""
-CAP_FOWNER = 3
-"""linux/capability.h: the capability that lets a process act as any file's owner."""
-LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [
-        ("effective", ctypes.c_uint32),
-        ("permitted", ctypes.c_uint32),
-        ("inheritable", ctypes.c_uint32),
-    ]
-
-
-def _capabilities() -> tuple[_CapHeader, ctypes.Array[_CapData]]:
-    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
-    if LIBC.capget(ctypes.byref(header), data) != 0:
-        raise OSError(ctypes.get_errno(), "capget failed")
-    return header, data
-
-
-@contextmanager
-def owning_nothing() -> Iterator[None]:
-    """This process without ``CAP_FOWNER`` in its effective set (it stays permitted, and
-    is raised again on exit): no privilege stands in for owning a file."""
-    header, data = _capabilities()
-    saved = data[0].effective
-    data[0].effective = saved & ~(1 << CAP_FOWNER)
-    if LIBC.capset(ctypes.byref(header), data) != 0:
-        raise OSError(ctypes.get_errno(), "capset failed")
-    try:
-        yield
-    finally:
-        header, data = _capabilities()
-        data[0].effective = saved
-        if LIBC.capset(ctypes.byref(header), data) != 0:
-            raise OSError(ctypes.get_errno(), "capset failed")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root")
