@@ -355,6 +355,38 @@ def test_the_html_report_indexes_each_survivor_and_error_with_its_change(
     assert page.count("<pre>") == 2
 
 
+def test_a_mutant_argued_equivalent_is_not_run_again_while_its_entry_holds(
+    tmp_path: Path,
+) -> None:
+    """A session marks the mutants an entry of the equivalents file matches when it is made
+    (skipped, with the diff, never run: an equivalent costs a whole candidate run when it
+    survives); reading the session counts each as equivalent while its entry still
+    matches, and as an error, failing the run, once the entry is gone (the session must
+    be made again)."""
+    _cosmic_ray()
+    source = "def a():\n    return True\n"
+    mutation = types.SimpleNamespace(
+        operator_name="core/ReplaceTrueWithFalse", occurrence=0, operator_args={}
+    )
+    code, why = sessions.made(source, mutation)
+    assert why is None and code == "def a():\n    return False\n"
+    diff = sessions.unified_diff(source, code, "impl/x.py")
+    assert results.changed_text(diff) == ("return True", "return False")
+    entry = settings.Equivalent(
+        "impl/x.py", "core/ReplaceTrueWithFalse", "return True", "return False", "Never read."
+    )
+    database = _session(
+        tmp_path / "s.sqlite",
+        [("core/ReplaceTrueWithFalse", "SKIPPED", None, diff, results.ARGUED + "Never read.")],
+        lines=[2],
+    )
+    held = results.read_result("impl/x.py", database, 1.0, {entry.key(): [entry]}, source)
+    assert [(m.fate, m.note) for m in held.mutants] == [("equivalent", "Never read.")]
+    assert held.score is None
+    gone = results.read_result("impl/x.py", database, 1.0, {}, source)
+    assert [(m.fate, m.note) for m in gone.mutants] == [("error", results.STALE)]
+
+
 def test_mutants_inside_annotations_are_found_where_cosmic_ray_counts_them() -> None:
     source = (
         "from __future__ import annotations\n"

@@ -219,7 +219,15 @@ def _run(
                 config_file = sessions.write_config(
                     session, workers.urls, line_map.seconds, settings
                 )
-                sessions.initialise(session, copies[0], config_file, digest, lines, settings)
+                sessions.initialise(
+                    session,
+                    copies[0],
+                    config_file,
+                    digest,
+                    lines,
+                    settings,
+                    config.load_equivalents(),
+                )
             else:
                 line_map = selection.LineMap.from_json(session.map_file.read_text())
                 so_far = sessions.counts(session.database)
@@ -294,14 +302,17 @@ def _update_baseline(
 ) -> None:
     """Record ``result`` as its module's baseline when it is the first or not lower (errors
     never: a run with a mutant that could not run measured nothing); a module recorded
-    leaves the configuration's ``baseline_pending``."""
-    base = baselines.get(result.module)
+    leaves the configuration's ``baseline_pending``. The file is read again right before
+    it is written, so a score another run recorded meanwhile is kept."""
     if result.score is None or result.fates["error"]:
         return
+    current = config.load_baseline()
+    base = current.get(result.module)
     if base is None or result.score >= base.score:
         today = datetime.date.today().isoformat()
-        baselines[result.module] = config.Baseline(
+        current[result.module] = config.Baseline(
             result.score, result.killed, result.scored, today, result.seconds
         )
-        config.write_baseline(baselines)
+        config.write_baseline(current)
+        baselines.update(current)
         config.drop_pending(result.module, settings_path)

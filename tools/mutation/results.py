@@ -101,9 +101,17 @@ def enclosing_names(source: str) -> dict[int, tuple[str, ...]]:
     return found
 
 
-def _equivalent(
+STALE = "argued equivalent when its session was made, but no entry matches it now: run with --fresh"
+ARGUED = "argued equivalent: "
+"""How a session marks a mutant it never ran because an entry of the equivalents file
+matched it when the session was made."""
+
+
+def equivalent_of(
     equivalents: Equivalents, key: tuple[str, str, str, str], enclosing: tuple[str, ...]
 ) -> Equivalent | None:
+    """The entry arguing the mutant ``key`` (module, operator, original, mutated) inside
+    the functions and classes ``enclosing`` equivalent, or None."""
     return next((e for e in equivalents.get(key, ()) if e.covers(enclosing)), None)
 
 
@@ -132,12 +140,15 @@ def read_result(
         fate = fate_of(worker, test)
         original, mutated = changed_text(diff)
         note = output.strip().splitlines()[0] if fate in ("skipped", "error") and output else ""
-        argued = _equivalent(
+        argued = equivalent_of(
             equivalents, (module, operator, original, mutated), places.get(line, ())
         )
         if fate == "survived" and argued is not None:
             fate = "equivalent"
             note = argued.reason
+        elif fate == "skipped" and output.startswith(ARGUED):
+            fate = "equivalent" if argued is not None else "error"
+            note = argued.reason if argued is not None else STALE
         if fate == "killed" and output.strip() == "timeout":
             timeouts += 1
         mutants.append(

@@ -16,6 +16,7 @@ reading the session for progress goes through stdlib ``sqlite3``, read-only.
 from __future__ import annotations
 
 import ast
+import difflib
 import io
 import json
 import shutil
@@ -31,7 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mutation.results import ARGUED
+from mutation.results import changed_text
+from mutation.results import enclosing_names
+from mutation.results import equivalent_of
 from mutation.results import fate_of
+from mutation.settings import Equivalents
 from mutation.settings import Settings
 
 EXEC = Path(__file__).resolve().with_name("exec_session.py")
@@ -112,8 +118,11 @@ def initialise(
     digest: str,
     changed: Collection[int] | None,
     settings: Settings,
+    equivalents: Equivalents,
 ) -> None:
-    """Make the session anew in ``copy`` (its mutants) and mark the skipped ones."""
+    """Make the session anew in ``copy`` (its mutants) and mark the skipped ones, and the
+    ones argued equivalent (never run: skipped with the diff, so the results read them as
+    equivalent while their entry still matches)."""
     session.database.unlink(missing_ok=True)
     subprocess.run(
         [sys.executable, "-m", "cosmic_ray.cli", "init", str(config), str(session.database)],
@@ -132,9 +141,11 @@ def initialise(
         annotation_spans(source) if postponed and settings.skips_annotations(session.module) else []
     )
     markers = keyword_markers(source) if settings.marker_reason else set()
+    places = enclosing_names(source)
     with use_db(str(session.database), WorkDB.Mode.open) as db:
         for item in list(db.pending_work_items):
             reason = None
+            diff = None
             for mutation in item.mutations:
                 for rule in settings.filters:
                     if rule.matches(mutation.operator_name):
@@ -149,10 +160,19 @@ def initialise(
                 if reason is None and changed is not None and not set(rows) & set(changed):
                     reason = "outside the changed lines"
                 if reason is None:
-                    reason = unmakeable(source, mutation)
+                    code, reason = made(source, mutation)
+                    if code is not None:
+                        diff = unified_diff(source, code, session.module)
+                        key = (session.module, mutation.operator_name, *changed_text(diff))
+                        entry = equivalent_of(
+                            equivalents, key, places.get(mutation.start_pos[0], ())
+                        )
+                        reason = f"{ARGUED}{entry.reason}" if entry is not None else None
+                        diff = diff if entry is not None else None
             if reason is not None:
                 db.set_result(
-                    item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=reason)
+                    item.job_id,
+                    WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=reason, diff=diff),
                 )
     meta = _meta(session, digest, changed, settings)
     (session.directory / "meta.json").write_text(json.dumps(meta))
@@ -164,15 +184,29 @@ def unmakeable(source: str, mutation: Any) -> str | None:
     nothing about the tests, so it is skipped with cosmic-ray's exception as the reason
     (cosmic-ray 8.7's ExceptionReplacer raises AttributeError on a dotted name inside an
     exception tuple, ``except (sqlite3.Error, OSError)``)."""
+    return made(source, mutation)[1]
+
+
+def made(source: str, mutation: Any) -> tuple[str | None, str | None]:
+    """The mutant's source as cosmic-ray makes it (None when it makes no change), and why
+    it cannot be made (see :func:`unmakeable`), or None."""
     from cosmic_ray.mutating import MutationVisitor
     from cosmic_ray.plugins import get_operator
 
     operator = get_operator(mutation.operator_name)(**getattr(mutation, "operator_args", {}))
     try:
-        MutationVisitor.mutate_code(source, operator, mutation.occurrence)
+        code = MutationVisitor.mutate_code(source, operator, mutation.occurrence)
     except Exception as exc:  # any failure of the operator itself
-        return f"cosmic-ray cannot make this mutant: {type(exc).__name__}: {exc}"
-    return None
+        return None, f"cosmic-ray cannot make this mutant: {type(exc).__name__}: {exc}"
+    return code, None
+
+
+def unified_diff(original: str, mutated: str, module: str) -> str:
+    """The mutant's diff as cosmic-ray writes it (the changed lines are what count)."""
+    lines = difflib.unified_diff(
+        original.splitlines(), mutated.splitlines(), f"a/{module}", f"b/{module}", lineterm=""
+    )
+    return "\n".join(lines) + "\n"
 
 
 def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
