@@ -5,8 +5,9 @@ file from bytes in memory.
 
 Rules of this file: files only (no directory walk, no database). Files are opened with
 ``O_NOFOLLOW``; every fsync goes through :mod:`runstore.durable`. Bytes are read in
-:data:`CHUNK` reads, never a whole large file at once; a small file's bytes may be kept
-(``keep``) when the caller needs them again, so that it is never read twice. A file is read
+:data:`CHUNK` reads, never a whole large file at once; a file's bytes, whatever its size,
+may be kept (``keep``) when the caller needs them again, so that it is never read twice
+(the caller bounds what it keeps: SPEC.md 12.4's 64 MiB for late files). A file is read
 up to the size ``fstat`` gave on the open descriptor and no further: the ``fstat`` after
 the read compares the whole stamp (inode, size, mode, mtime), so a file that grew, shrank
 or was rewritten while read is refused without a read to end of file.
@@ -127,8 +128,9 @@ def read_file(
                 tree.update(data)
             kept = data if keep else None
         else:
-            digest = _read_chunks(fd, file.path, size, tree)
-            kept = None
+            chunks: list[bytes] | None = [] if keep else None
+            digest = _read_chunks(fd, file.path, size, tree, chunks)
+            kept = None if chunks is None else b"".join(chunks)
         after = os.fstat(fd)
         if (after.st_ino, after.st_size, after.st_mode, after.st_mtime_ns) != read_as:
             raise ArtifactCorruptError(f"{file.path!r:.120} changed while it was read")
@@ -155,9 +157,11 @@ def _read_exactly(fd: int, path: str, size: int) -> bytes:
     return data
 
 
-def _read_chunks(fd: int, path: str, size: int, tree: TreeHasher | None) -> hashlib._Hash:
+def _read_chunks(
+    fd: int, path: str, size: int, tree: TreeHasher | None, kept: list[bytes] | None
+) -> hashlib._Hash:
     """Read ``size`` bytes in :data:`CHUNK` reads into a new SHA-256 (on a helper thread
-    when ``tree`` is fed too and the file is large) and ``tree``."""
+    when ``tree`` is fed too and the file is large), ``tree``, and ``kept`` when given."""
     digest = hashlib.sha256()
     remaining = size
     with _DigestLane(active=tree is not None and size >= OVERLAP_MIN) as lane:
@@ -169,6 +173,8 @@ def _read_chunks(fd: int, path: str, size: int, tree: TreeHasher | None) -> hash
             lane.update(digest.update, chunk)
             if tree is not None:
                 tree.update(chunk)
+            if kept is not None:
+                kept.append(chunk)
     return digest
 
 

@@ -31,6 +31,7 @@ from runstore.canonical import decode_object
 from runstore.enums import TERMINAL_STATES
 from runstore.enums import AttemptState
 from runstore.errors import DatabaseError
+from runstore.errors import IllegalTransitionError
 from runstore.requests import Accepted
 from runstore.requests import Censored
 from runstore.requests import Reference
@@ -132,7 +133,10 @@ def _attempt(connection: sqlite3.Connection, attempt_id: str) -> tuple[_Attempt,
     elif current in TERMINAL_STATES:
         finalizing = revision - 1
     else:
-        raise AssertionError(f"attempt {attempt_id} is {state}, it has not been finalizing")
+        raise IllegalTransitionError(
+            f"attempt {attempt_id} is {state}: only a finalizing or terminal attempt has an "
+            "outcome document"
+        )
     attempt = _Attempt(
         slot_id=slot_id,
         retry_index=retry_index,
