@@ -43,17 +43,8 @@ def test_a_rollback_that_also_undoes_the_earlier_commit_fails_the_probe(
             real(connection, "DELETE FROM probe")
         return rows
 
-    monkeypatch.setattr(sql, "execute", execute)
-    root = tmp_path / "store"
-    root.mkdir()
-    with pytest.raises(CapabilityProbeError) as caught:
-        RunStore.open(root)
+    _refused_then_opens(tmp_path, monkeypatch, execute, "rolled-back data was visible")
     assert rollbacks == ["ROLLBACK"]
-    assert caught.value.code == "capability_probe_failed"
-    assert caught.value.message == "rolled-back data was visible"
-    monkeypatch.undo()
-    with RunStore.open(root) as store:
-        assert store.database_path == str(root / "run.sqlite3")
 
 
 def test_a_commit_that_lands_twice_fails_the_probe(
@@ -73,11 +64,24 @@ def test_a_commit_that_lands_twice_fails_the_probe(
             real(connection, "INSERT INTO probe (doc) SELECT doc FROM probe")
         return rows
 
+    _refused_then_opens(
+        tmp_path, monkeypatch, execute, "committed data was not visible to another connection"
+    )
+    assert commits == ["COMMIT"]
+
+
+def _refused_then_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, execute: Any, message: str
+) -> None:
+    """With the faked ``execute``, opening a new store is refused by the WAL probe with
+    ``message``; with the real one again, the same root opens."""
     monkeypatch.setattr(sql, "execute", execute)
     root = tmp_path / "store"
     root.mkdir()
     with pytest.raises(CapabilityProbeError) as caught:
         RunStore.open(root)
-    assert commits == ["COMMIT"]
     assert caught.value.code == "capability_probe_failed"
-    assert caught.value.message == "committed data was not visible to another connection"
+    assert caught.value.message == message
+    monkeypatch.undo()
+    with RunStore.open(root) as store:
+        assert store.database_path == str(root / "run.sqlite3")

@@ -102,14 +102,7 @@ def test_a_late_file_larger_than_one_chunk_is_read_once(
     its bytes from its one read while the late files fit 64 MiB; only a file beyond that
     budget is read a second time. A late file of a few MiB is read once, and the object
     it completes verifies."""
-    reads: list[str] = []
-    real = objects.read_file
-
-    def counting(absolute: str, file: InventoryFile, **options: object) -> object:
-        reads.append(file.path)
-        return real(absolute, file, **options)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(objects, "read_file", counting)
+    reads = _count_reads(monkeypatch)
     populate(
         tmp_path,
         {"alpha": b"a", "zeta/big": _content(2 * ONE_MIB + 5), "zeta/one": _content(ONE_MIB)},
@@ -127,6 +120,15 @@ def test_late_files_are_kept_up_to_exactly_64_mib(
     """SPEC.md 12.4, "Each byte is read once": late files are kept from their one read up
     to 64 MiB for all of them; a late file that exactly fills the budget is kept, and only
     the one beyond it is read a second time."""
+    reads = _count_reads(monkeypatch)
+    populate(tmp_path, {"zeta/a": b"a" * (64 * ONE_MIB), "zeta/b": b"b"})
+    inventory = objects.scan(str(tmp_path), reserved=RESERVED)
+    objects.complete(str(tmp_path), inventory, {})
+    assert reads == ["zeta/a", "zeta/b", "zeta/b"]
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``objects.read_file`` is asked to read from now on, in order."""
     reads: list[str] = []
     real = objects.read_file
 
@@ -135,7 +137,4 @@ def test_late_files_are_kept_up_to_exactly_64_mib(
         return real(absolute, file, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(objects, "read_file", counting)
-    populate(tmp_path, {"zeta/a": b"a" * (64 * ONE_MIB), "zeta/b": b"b"})
-    inventory = objects.scan(str(tmp_path), reserved=RESERVED)
-    objects.complete(str(tmp_path), inventory, {})
-    assert reads == ["zeta/a", "zeta/b", "zeta/b"]
+    return reads

@@ -33,18 +33,7 @@ S = AttemptState
 FINAL = "attempt-0"
 """The label of the final (attempt) artifact every commit here registers."""
 
-PATHS: dict[AttemptState, tuple[AttemptState, ...]] = {
-    S.RESERVED: (),
-    S.MATERIALIZING: (S.MATERIALIZING,),
-    S.STARTING: (S.MATERIALIZING, S.STARTING),
-    S.PREPARING: (S.MATERIALIZING, S.STARTING, S.PREPARING),
-    S.EXECUTING: sc.EXECUTION_PATH,
-    S.CHECKPOINTING: (*sc.EXECUTION_PATH, S.CHECKPOINTING),
-    S.VALIDATING: (*sc.EXECUTION_PATH, S.VALIDATING),
-    S.EVALUATING: (*sc.EXECUTION_PATH, S.VALIDATING, S.EVALUATING),
-}
-"""A path from ``reserved`` to each execution phase (every nonterminal state but
-``finalizing``), by the legal edges of SPEC.md section 5."""
+PATHS = sc.PHASE_PATHS
 
 OUTCOMES: tuple[TerminalOutcome, ...] = (
     Accepted(),

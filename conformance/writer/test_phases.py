@@ -47,17 +47,7 @@ LEASES = (
     "WHERE attempt_id = ? ORDER BY fencing_token"
 )
 
-# How to reach each execution phase from a fresh reservation.
-PATHS: dict[AttemptState, tuple[AttemptState, ...]] = {
-    S.RESERVED: (),
-    S.MATERIALIZING: (S.MATERIALIZING,),
-    S.STARTING: (S.MATERIALIZING, S.STARTING),
-    S.PREPARING: (S.MATERIALIZING, S.STARTING, S.PREPARING),
-    S.EXECUTING: sc.EXECUTION_PATH,
-    S.CHECKPOINTING: (*sc.EXECUTION_PATH, S.CHECKPOINTING),
-    S.VALIDATING: (*sc.EXECUTION_PATH, S.VALIDATING),
-    S.EVALUATING: (*sc.EXECUTION_PATH, S.VALIDATING, S.EVALUATING),
-}
+PATHS = sc.PHASE_PATHS
 
 
 def payload(**document: canonical.JSON) -> bytes:

@@ -37,6 +37,19 @@ EXECUTION_PATH = (
     AttemptState.EXECUTING,
 )
 
+PHASE_PATHS: dict[AttemptState, tuple[AttemptState, ...]] = {
+    AttemptState.RESERVED: (),
+    AttemptState.MATERIALIZING: EXECUTION_PATH[:1],
+    AttemptState.STARTING: EXECUTION_PATH[:2],
+    AttemptState.PREPARING: EXECUTION_PATH[:3],
+    AttemptState.EXECUTING: EXECUTION_PATH,
+    AttemptState.CHECKPOINTING: (*EXECUTION_PATH, AttemptState.CHECKPOINTING),
+    AttemptState.VALIDATING: (*EXECUTION_PATH, AttemptState.VALIDATING),
+    AttemptState.EVALUATING: (*EXECUTION_PATH, AttemptState.VALIDATING, AttemptState.EVALUATING),
+}
+"""A path from ``reserved`` to each execution phase (every nonterminal state but
+``finalizing``), by the legal edges of SPEC.md section 5."""
+
 SlotFixture = factories.Slots
 """A decision, its run, one attempt slot and the observation slots it owns."""
 
