@@ -219,6 +219,31 @@ def test_a_mutant_that_ends_the_test_process_early_is_killed(tmp_path: Path) -> 
     assert run_mutant.verdict(5, finished=False) == 5
 
 
+def test_a_changed_line_of_a_statement_runs_the_tests_of_the_whole_statement() -> None:
+    """A changed operator can send a test that stopped at an earlier line of a condition
+    on to a later one (``a and`` / ``b`` over two lines, ``and`` made ``or``): a mutant of
+    a line inside a statement runs the tests of every line of that statement (a compound
+    statement's header only, never its body), while a line alone runs its own."""
+    source = (
+        "def f(a, b):\n"  # 1
+        "    if (a and\n"  # 2
+        "            b):\n"  # 3
+        "        return 1\n"  # 4
+        "    return 2\n"  # 5
+    )
+    spans = selection.statement_spans(source)
+    assert range(2, 4) in spans and range(4, 5) in spans and range(1, 2) in spans
+    line_map = selection.LineMap(
+        candidates=("conformance/a",),
+        seconds=1.0,
+        lines={1: ("t::import",), 2: ("t::short", "t::long"), 3: ("t::long",), 4: ("t::long",)},
+        durations={"t::short": 0.1, "t::long": 0.2, "t::import": 0.05},
+    )
+    assert line_map.tests_for([3]) == ("t::long",)
+    assert line_map.tests_for([3], spans) == ("t::short", "t::long")
+    assert line_map.tests_for([4], spans) == ("t::long",)
+
+
 def test_changed_since_takes_the_new_side_of_each_hunk() -> None:
     diff = (
         "diff --git a/impl/x.py b/impl/x.py\n"

@@ -7,7 +7,6 @@ alone.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 
 import pytest
 from runstore import Accepted
@@ -15,7 +14,6 @@ from runstore import ArtifactKind
 from runstore import Failed
 from runstore import RunStore
 from runstore import durable
-from runstore import sql
 from runstore.errors import DestinationConflictError
 from runstore.errors import OutOfRangeError
 from runstore.store.recovery.disk import QUARANTINE_ATTEMPTS
@@ -33,28 +31,6 @@ from conformance.recovery.world import recover
 from conformance.recovery.world import store_path
 
 TERMINAL_UPDATE = "UPDATE attempts SET state"
-
-
-@pytest.fixture
-def seen() -> Iterator[list[tuple[str, str]]]:
-    """Every durability call (``(operation, target)``, before it runs) and every SQL
-    statement (``("sql", text)``) of this process, in order, while the test runs."""
-    log: list[tuple[str, str]] = []
-
-    def on_durable(phase: str, operation: str, target: str) -> None:
-        if phase == "before":
-            log.append((operation, target))
-
-    def on_sql(phase: str, statement: str) -> None:
-        if phase == "before":
-            log.append(("sql", statement))
-
-    previous = durable.install_observer(on_durable), sql.install_observer(on_sql)
-    try:
-        yield log
-    finally:
-        durable.install_observer(previous[0])
-        sql.install_observer(previous[1])
 
 
 def test_the_imported_object_and_its_parent_are_synced_before_the_import_commits(

@@ -31,6 +31,7 @@ from mutation.scratch import PRISTINE
 from mutation.selection import PYTEST_OPTIONS
 from mutation.selection import LineMap
 from mutation.selection import changed_lines
+from mutation.selection import statement_spans
 from mutation.session_marker import MARKER_VARIABLE
 
 
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if not lines:
         print(f"run_mutant: {args.module} is not mutated in this copy", file=sys.stderr)
         return 3
-    tests = line_map.tests_for(lines)
+    tests = line_map.tests_for(lines, statement_spans(original))
     print(f"run_mutant: lines {lines}: {len(tests)} test(s)", flush=True)
     return run_tests(tests)
 

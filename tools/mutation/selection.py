@@ -22,6 +22,7 @@ the candidates, stored as JSON beside the session.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import re
@@ -85,17 +86,42 @@ class LineMap:
         timed = sorted(self.durations, key=lambda test: (self.durations[test], test))
         return tuple(timed) or self.candidates
 
-    def tests_for(self, changed: Iterable[int]) -> tuple[str, ...]:
+    def tests_for(
+        self, changed: Iterable[int], statements: Sequence[range] = ()
+    ) -> tuple[str, ...]:
         """The tests a mutant changing ``changed`` (line numbers of the unmutated module)
-        runs, in the order they run (see above)."""
+        runs, in the order they run (see above). A changed line inside one of
+        ``statements`` (line spans of the statements around it, from
+        :func:`statement_spans`) takes the tests of every line of that statement: a
+        changed operator can make a test that stopped at an earlier line of a condition
+        (``a and`` / ``b`` over two lines) go on to the later one."""
         ranked = self.ranked()
         chosen: set[str] = set()
         for line in changed:
-            tests = self.lines.get(line)
+            span = next((s for s in statements if line in s), range(line, line + 1))
+            tests = {test for each in span for test in self.lines.get(each, ())}
             if not tests:
                 return self.every_test()
             chosen.update(tests)
         return tuple(test for test in ranked if test in chosen)
+
+
+def statement_spans(source: str) -> list[range]:
+    """The line spans of ``source``'s statements, innermost first when they nest: a simple
+    statement whole, a compound one's header only (its ``if``/``while`` condition, a
+    ``for``'s target and iterable, a ``with``'s items, a ``def``'s signature), never its
+    body."""
+    spans: list[range] = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.stmt) or node.end_lineno is None:
+            continue
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            spans.append(range(first, max(body[0].lineno, node.lineno + 1)))
+        else:
+            spans.append(range(node.lineno, node.end_lineno + 1))
+    return sorted(spans, key=len)
 
 
 def build_maps(
