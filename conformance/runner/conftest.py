@@ -5,6 +5,7 @@ Dask local cluster per test file (:mod:`.dask_world`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,3 +19,11 @@ def dask_scheduler() -> Iterator[str]:
 
     with local_cluster(2) as cluster:
         yield str(cluster.scheduler_address)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> str:
+    """An empty directory for a store."""
+    path = tmp_path / "store"
+    path.mkdir()
+    return str(path)

@@ -5,7 +5,6 @@ and resuming (SPEC.md section 15.4, 15.5)."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import attrs
 import pytest
@@ -31,45 +30,11 @@ from conformance.runner.world import START
 from conformance.runner.world import Clock
 from conformance.runner.world import Events
 from conformance.runner.world import ScriptedExecutor
+from conformance.runner.world import always
 from conformance.runner.world import campaign
 from conformance.runner.world import result
+from conformance.runner.world import run
 from conformance.runner.world import succeeded
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> str:
-    path = tmp_path / "store"
-    path.mkdir()
-    return str(path)
-
-
-def run(
-    root: str,
-    script: object,
-    *,
-    clock: Clock | None = None,
-    options: RunOptions | None = None,
-    stop: threading.Event | None = None,
-    **campaign_options: object,
-) -> tuple[RunSummary, Events, ScriptedExecutor]:
-    clock = clock or Clock()
-    executor = ScriptedExecutor(script, clock)  # type: ignore[arg-type]
-    events = Events()
-    with RunStore.open(root) as store:
-        summary = run_campaign(
-            store,
-            campaign(**campaign_options),  # type: ignore[arg-type]
-            executor,
-            options or RunOptions(jobs=2),
-            events,  # type: ignore[arg-type]
-            stop=stop,
-            clock=clock,
-        )
-    return summary, events, executor
-
-
-def always(work: WorkResult) -> object:
-    return lambda order, nth: work
 
 
 def resumed(root: str, clock: Clock) -> tuple[RunSummary, Events, ScriptedExecutor]:

@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable
 from collections.abc import Collection
 from pathlib import Path
 
 import attrs
+from runstore import RunStore
 from runstore.canonical import encode
 from runstore.runner.campaign import Campaign
 from runstore.runner.campaign import Candidate
 from runstore.runner.campaign import InputFile
 from runstore.runner.campaign import Problem
 from runstore.runner.campaign import SlotKind
+from runstore.runner.coordinator import run_campaign
 from runstore.runner.executor import WorkOrder
 from runstore.runner.executor import WorkResult
 from runstore.runner.executor import WorkStatus
+from runstore.runner.run_options import RunOptions
+from runstore.runner.run_options import RunSummary
 
 SECOND = 10**9
 START = 1_700_000_000 * SECOND
@@ -197,3 +202,36 @@ class Events:
 
     def named(self, event: str) -> list[dict[str, object]]:
         return [fields for name, fields in self.events if name == event]
+
+
+def run(
+    root: str,
+    script: Script,
+    *,
+    clock: Clock | None = None,
+    options: RunOptions | None = None,
+    stop: threading.Event | None = None,
+    executor: type[ScriptedExecutor] = ScriptedExecutor,
+    **campaign_options: object,
+) -> tuple[RunSummary, Events, ScriptedExecutor]:
+    """Run ``campaign(**campaign_options)`` in the store at ``root`` (``--jobs 2`` unless
+    ``options``) through an ``executor`` following ``script``, on ``clock``."""
+    clock = clock or Clock()
+    scripted = executor(script, clock)
+    events = Events()
+    with RunStore.open(root) as store:
+        summary = run_campaign(
+            store,
+            campaign(**campaign_options),  # type: ignore[arg-type]
+            scripted,
+            options or RunOptions(jobs=2),
+            events,
+            stop=stop,
+            clock=clock,
+        )
+    return summary, events, scripted
+
+
+def always(work: WorkResult) -> Script:
+    """A script whose every worker ends with ``work``."""
+    return lambda order, nth: work

@@ -101,6 +101,9 @@ def enclosing_names(source: str) -> dict[int, tuple[str, ...]]:
     return found
 
 
+TIMED_OUT = "run_mutant: timeout"
+"""How :mod:`mutation.run_mutant` says a mutant's tests ran past its own limit (a kill)."""
+
 STALE = "argued equivalent when its session was made, but no entry matches it now: run with --fresh"
 ARGUED = "argued equivalent: "
 """How a session marks a mutant it never ran because an entry of the equivalents file
@@ -149,7 +152,7 @@ def read_result(
         elif fate == "skipped" and output.startswith(ARGUED):
             fate = "equivalent" if argued is not None else "error"
             note = argued.reason if argued is not None else STALE
-        if fate == "killed" and output.strip() == "timeout":
+        if fate == "killed" and (output.strip() == "timeout" or TIMED_OUT in output):
             timeouts += 1
         mutants.append(
             Mutant(operator, occurrence, line, fate, original, mutated, diff, note[:300])

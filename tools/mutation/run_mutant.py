@@ -10,7 +10,11 @@ lines, picks the tests from the map (:meth:`mutation.selection.LineMap.tests_for
 pytest on them in a child process and exits with pytest's status: 0 means the mutant
 survived. A child that ends with status 0 before its session finished (no marker from
 :mod:`mutation.session_marker`: the mutant made pytest's own process exit) counts as a
-kill, status 1. Rules of this file: it writes nothing but its output and the marker's
+kill, status 1. So does a child still running at the mutant's own limit, ``--floor``
+seconds plus ``--factor`` times the map run's seconds of its tests: its process group is
+killed and ``run_mutant: timeout`` said (a hang, which the report counts among the
+timeouts). A mutant whose tests were not all timed has no limit of its own (cosmic-ray's
+session timeout still holds). Rules of this file: it writes nothing but its output and the marker's
 temporary file; a map that does not fit the module is an error (status 3), never a silent
 full run.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mutation.results import TIMED_OUT
 from mutation.scratch import PRISTINE
 from mutation.selection import PYTEST_OPTIONS
 from mutation.selection import LineMap
@@ -39,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--module", required=True, help="the mutated module (impl/...)")
     parser.add_argument("--map", required=True, type=Path, help="the session's map.json")
+    parser.add_argument("--floor", type=float, default=20.0, help="seconds any mutant may take")
+    parser.add_argument("--factor", type=float, default=3.0, help="x its tests' mapped seconds")
     args = parser.parse_args(argv)
     current = Path(args.module).read_text(encoding="utf-8")
     original = (Path(PRISTINE) / args.module).read_text(encoding="utf-8")
@@ -48,13 +56,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run_mutant: {args.module} is not mutated in this copy", file=sys.stderr)
         return 3
     tests = line_map.tests_for(lines, statement_spans(original))
+    seconds = line_map.seconds_of(tests)
+    limit = None if seconds is None else args.floor + args.factor * seconds
     print(f"run_mutant: lines {lines}: {len(tests)} test(s)", flush=True)
-    return run_tests(tests)
+    return run_tests(tests, limit_s=limit)
 
 
-def run_tests(tests: Sequence[str], cwd: Path | None = None) -> int:
+def run_tests(tests: Sequence[str], cwd: Path | None = None, limit_s: float | None = None) -> int:
     """Run ``tests`` (pytest node ids or paths, in this order) in a child pytest under the
-    ``mutation`` Hypothesis profile, stopping at the first failure; its :func:`verdict`."""
+    ``mutation`` Hypothesis profile, stopping at the first failure; its :func:`verdict`,
+    or 1 when it is still running after ``limit_s`` seconds (then its process group is
+    killed)."""
     env = dict(os.environ, HYPOTHESIS_PROFILE="mutation")
     tools = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), tools]))
@@ -65,7 +77,18 @@ def run_tests(tests: Sequence[str], cwd: Path | None = None) -> int:
         # on the command line in that order.
         command = [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, "-x", "-p", "no:xdist"]
         command += ["-p", "mutation.session_marker", *tests]
-        status = subprocess.run(command, env=env, cwd=cwd, check=False).returncode
+        child = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)
+        try:
+            status = child.wait(limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            print(f"{TIMED_OUT}: the tests ran past {limit_s:.0f} s", flush=True)
+            return 1
+        finally:
+            if child.returncode is None:  # interrupted: leave no pytest behind
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
         return verdict(status, marker.exists())
 
 

@@ -86,6 +86,12 @@ class LineMap:
         timed = sorted(self.durations, key=lambda test: (self.durations[test], test))
         return tuple(timed) or self.candidates
 
+    def seconds_of(self, tests: Iterable[str]) -> float | None:
+        """How long ``tests`` took in the map run, or None when one of them was not timed
+        (a candidate path, when the map run timed nothing)."""
+        timed = [self.durations.get(test) for test in tests]
+        return None if any(t is None for t in timed) else sum(t for t in timed if t is not None)
+
     def tests_for(
         self, changed: Iterable[int], statements: Sequence[range] = ()
     ) -> tuple[str, ...]:

@@ -73,7 +73,7 @@ def _meta(
         "changed": sorted(changed) if changed is not None else None,
         "candidates": list(settings.tests_of(session.module)),
         "filters": [rule.pattern for rule in settings.filters],
-        "timeout": [settings.timeout_floor, settings.timeout_factor],
+        "timeout": [settings.timeout_floor, settings.timeout_factor, settings.mutant_floor],
     }
 
 
@@ -91,6 +91,7 @@ def write_config(session: Session, urls: list[str], seconds: float, settings: Se
     command = (
         f"{sys.executable} tools/mutation/run_mutant.py --module {session.module}"
         f" --map {session.map_file}"
+        f" --floor {settings.mutant_floor:g} --factor {settings.timeout_factor:g}"
     )
     lines = [
         "[cosmic-ray]",

@@ -68,6 +68,7 @@ class Settings:
     filters: tuple[OperatorFilter, ...]
     timeout_floor: float
     timeout_factor: float
+    mutant_floor: float = 20.0
     baseline_pending: tuple[str, ...] = ()
     annotations_evaluated: tuple[str, ...] = ()
     annotation_reason: str = ""
@@ -139,6 +140,7 @@ def load_settings(path: Path = CONFIG) -> Settings:
         filters=tuple(filters),
         timeout_floor=float(limits.get("floor_seconds", 60)),
         timeout_factor=float(limits.get("factor", 3)),
+        mutant_floor=float(limits.get("mutant_floor_seconds", 20)),
         baseline_pending=_strings(data["baseline_pending"], f"{path.name} baseline_pending")
         if data.get("baseline_pending")
         else (),
