@@ -60,6 +60,19 @@ def test_the_summary_counts_as_satisfied_the_slots_with_an_accepted_attempt(root
     assert rows(root, accepted) == [(3,)]
 
 
+def test_the_summary_counts_the_pairs_found_not_applicable_as_excluded(root: str) -> None:
+    """SPEC.md section 15.7: the summary's ``excluded`` counts "the pairs found not
+    applicable" and ``slots`` the applicable slots, and the ``campaign`` event holds
+    "`slots` and `excluded` as the summary counts them": both candidates apply to ``p``
+    only, so of six pairs four are excluded and two run."""
+    only_p = {"a": ("p",), "b": ("p",)}
+    summary, events, _ = run(root, always(succeeded()), problems=("p", "q", "r"), applies_to=only_p)
+    assert (summary.slots, summary.excluded, summary.satisfied) == (2, 4, 2)
+    assert events.named("summary")[0]["excluded"] == 4
+    (announced,) = events.named("campaign")
+    assert (announced["slots"], announced["excluded"], announced["registered"]) == (2, 4, 2)
+
+
 class Racing:
     """A store handle through which another runner registers before each of the first
     ``races`` chunks: another file of the same campaign, one problem of its own each time,
@@ -288,3 +301,87 @@ def test_a_stop_cancels_running_workers_at_once_not_at_their_time_limit(root: st
     finished = events.named("attempt_finished")
     assert [f["failure_code"] for f in finished] == ["cancelled", "cancelled"]
     assert all(float(f["duration_s"]) < 1.5 for f in finished)  # type: ignore[arg-type]
+
+
+def test_an_error_that_ends_the_run_cancels_its_running_workers(root: str) -> None:
+    """SPEC.md section 15.5: "A second signal abandons the run at once: the workers are
+    killed". Whatever ends the loop (here the second ``KeyboardInterrupt``, raised while
+    it waits on the workers) cancels every running worker before it propagates; their
+    attempts stay in progress for recovery."""
+    made: list[ScriptedExecutor] = []
+
+    class Interrupted(ScriptedExecutor):
+        def wait(self, handles: Collection[Handle], timeout_s: float) -> set[Handle]:
+            made.append(self)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(root, hang, executor=Interrupted)
+    (executor,) = set(made)
+    assert len(executor.handles) == 2
+    assert all(handle.cancelled for handle in executor.handles)
+    assert rows(root, "SELECT count(*) FROM attempts WHERE state = 'executing'") == [(2,)]
+
+
+class Timed(ScriptedExecutor):
+    """Ends the oldest worker at its fifth wait, then, at the next wait, waits for the
+    test's finisher to hold that attempt (``finishing``) and lets it go (``release``).
+    Keeps each wait's timeout, with ``before`` (no worker had ended yet) and ``held`` (the
+    finisher was holding its attempt)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.waits: list[tuple[float, str]] = []
+        self.finishing = threading.Event()
+        self.release = threading.Event()
+
+    def wait(self, handles: Collection[Handle], timeout_s: float) -> set[Handle]:
+        ended = any(handle.outcome is not None for handle in self.handles)
+        if ended and not self.release.is_set():
+            assert self.finishing.wait(30), "the finisher never took the ended attempt"
+            self.waits.append((timeout_s, "held"))
+            self.release.set()
+        else:
+            self.waits.append((timeout_s, "after" if ended else "before"))
+        done = {handle for handle in handles if handle.done()}
+        if done or not handles:
+            return done
+        if len(self.waits) % 5 == 0:
+            oldest = next(iter(handles))
+            oldest.outcome = succeeded()
+            return {oldest}
+        self.clock.advance(int(timeout_s * SECOND))
+        return set()
+
+
+def test_while_workers_run_and_one_finishes_the_loop_polls_every_10_ms(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC.md section 15.4: "While workers run and an attempt is being finished, the
+    coordinator's waits on the workers last 10 ms (a finisher's end does not wake them) ...
+    otherwise a wait lasts until the next renewal is due, at most 1 s". The first worker
+    ends while the second runs, and its finisher holds the attempt until the loop has
+    waited once on the second: that wait is 10 ms, every wait before it 1 s."""
+    executors: list[Timed] = []
+    real_finish = attempt.finish
+
+    class Held(Timed):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            executors.append(self)
+
+    def held_finish(*args: Any) -> Any:
+        (executor,) = executors
+        if not executor.release.is_set():
+            executor.finishing.set()
+            assert executor.release.wait(30), "the loop never waited while this finished"
+        return real_finish(*args)
+
+    monkeypatch.setattr(attempt, "finish", held_finish)
+    summary, _, _ = run(root, hang, executor=Held, candidates=("a",), problems=("p", "q"))
+    assert summary.satisfied == 2
+    (executor,) = executors
+    held = [timeout for timeout, when in executor.waits if when == "held"]
+    assert held == [pytest.approx(0.01, abs=1e-6)], executor.waits
+    before = [timeout for timeout, when in executor.waits if when == "before"]
+    assert before == [1.0] * 5, executor.waits
