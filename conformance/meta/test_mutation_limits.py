@@ -4,7 +4,11 @@ seconds, not at the whole candidate set's, and counted as a killed timeout."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +45,37 @@ def test_a_mutant_past_its_own_limit_is_killed_with_everything_its_tests_started
     assert all(gone(pid) for pid in map(int, pids.read_text().split()))
 
 
+def test_the_tests_of_a_mutant_die_with_its_command(tmp_path: Path) -> None:
+    """cosmic-ray's own timeout, a backstop, kills the mutant's command with its process
+    group; the child pytest has a group of its own, so it must die with the command
+    (``PR_SET_PDEATHSIG``), not run on unsupervised: the first whole run of the
+    coordinator left such orphans spinning for minutes."""
+    pids = tmp_path / "pids"
+    (tmp_path / "test_hangs.py").write_text(
+        "import os, time\n\n"
+        "def test_hangs():\n"
+        f"    open({str(pids)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(300)\n"
+    )
+    tools = Path(__file__).resolve().parents[2] / "tools"
+    code = "from mutation import run_mutant; run_mutant.run_tests(['test_hangs.py'], {!r})"
+    code = code.format(str(tmp_path))
+    env = dict(os.environ, PYTHONPATH=str(tools))
+    command = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not pids.exists() or not pids.read_text():
+            assert time.monotonic() < deadline, "the hanging test never started"
+            time.sleep(0.05)
+        os.killpg(command.pid, signal.SIGKILL)  # as cosmic-ray's timeout does
+        command.wait()
+        assert gone(int(pids.read_text()))
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait()
+
+
 def test_a_mutant_within_its_limit_keeps_its_verdict(tmp_path: Path) -> None:
     """The limit only ends runs that pass it: a quick passing run survives (0), a quick
     failing one is killed (1)."""
@@ -66,7 +101,8 @@ def test_the_limit_is_the_floor_plus_the_factor_times_the_tests_mapped_seconds()
 
 def test_the_session_passes_the_configured_limit_to_each_mutant(tmp_path: Path) -> None:
     """The test command cosmic-ray runs carries ``mutant_floor_seconds`` and ``factor`` from
-    tools/mutation.toml."""
+    tools/mutation.toml, and cosmic-ray's own timeout is longer than the longest limit a
+    mutant can have (floor + factor x every candidate's seconds), so it stays a backstop."""
     session = sessions.session_for("impl/canonical.py", None, tmp_path)
     session.directory.mkdir(parents=True)
     config = sessions.write_config(session, ["http://127.0.0.1:1"], 10.0, SETTINGS)
@@ -74,6 +110,8 @@ def test_the_session_passes_the_configured_limit_to_each_mutant(tmp_path: Path) 
     floor, factor = SETTINGS.mutant_floor, SETTINGS.timeout_factor
     assert f"--floor {floor:g} --factor {factor:g}" in text
     assert (floor, factor) == (20.0, 3.0)
+    (timeout,) = [line for line in text.splitlines() if line.startswith("timeout = ")]
+    assert float(timeout.split(" = ")[1]) > floor + factor * 10.0  # the longest mutant limit
 
 
 def test_a_timeout_of_its_own_counts_among_the_timeouts(tmp_path: Path) -> None:

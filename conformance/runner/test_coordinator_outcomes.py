@@ -24,6 +24,7 @@ from runstore.errors import InvalidRecordError
 from runstore.errors import LeaseExpiredError
 from runstore.errors import RunStoreError
 from runstore.requests import FirstAttempt
+from runstore.requests import Next
 from runstore.runner import attempt
 from runstore.runner import coordinator
 from runstore.runner.coordinator import register
@@ -174,6 +175,28 @@ def test_a_result_that_reaches_the_writer_after_the_lease_expired_is_lease_lost(
     assert rows(root, "SELECT state FROM attempts") == [("executing",)]
     assert rows(root, "SELECT count(*) FROM artifacts WHERE kind = 'observation'") == [(0,)]
     assert summary.unsatisfied == ("a x p",)
+
+
+def test_an_attempt_a_rival_supersedes_counts_neither_accepted_nor_failed(root: str) -> None:
+    """SPEC.md section 15.7: the summary's ``accepted`` and ``failed`` count "the attempts
+    this run finished each way". While this run's worker runs, a rival starts a retry of
+    the same slot and commits it accepted; this run's attempt then commits
+    ``superseded``, which is neither, and the slot is satisfied (by the rival)."""
+    clock = Clock()
+
+    def rival_wins(order: WorkOrder, nth: int) -> WorkResult:
+        with RunStore.open(root) as other:
+            plans, _, _ = register(other, campaign(**ONE_SLOT))  # type: ignore[arg-type]
+            rival = attempt.start(other, plans[0], Next(retry=True), 30 * SECOND, clock)
+            assert isinstance(rival, attempt.Started)
+            won = attempt.finish(other, rival, succeeded(), 30 * SECOND, clock)
+            assert won.terminal.state.value == "accepted"
+        return succeeded()
+
+    summary, events, _ = run(root, rival_wins, clock=clock, **ONE_SLOT)
+    (finished,) = events.named("attempt_finished")
+    assert finished["state"] == "superseded"
+    assert (summary.accepted, summary.failed, summary.satisfied) == (0, 0, 1)
 
 
 class Counted:

@@ -119,13 +119,14 @@ def test_registration_gives_up_after_its_third_refused_chunk(root: str) -> None:
     assert rows(root, "SELECT count(*) FROM attempt_slots") == [(6,)]  # the other runner's
 
 
+@pytest.mark.parametrize("jobs", [2, 3])
 def test_at_most_jobs_ended_attempts_wait_to_be_finished(
-    root: str, monkeypatch: pytest.MonkeyPatch
+    root: str, monkeypatch: pytest.MonkeyPatch, jobs: int
 ) -> None:
     """SPEC.md section 15.4: "at most `--jobs` workers run, and at most `--jobs` more ended
-    attempts wait to be finished". With ``--jobs 2``, workers ending one at a time and
-    every finisher held back, the coordinator starts four workers and no fifth until a
-    finisher ends; then all eight slots run."""
+    attempts wait to be finished". With workers ending one at a time and every finisher
+    held back, the coordinator starts ``2 x jobs`` workers and no more until a finisher
+    ends; then all eight slots run."""
     release = threading.Event()
     finished = 0
     outstanding: list[int] = []
@@ -141,8 +142,9 @@ def test_at_most_jobs_ended_attempts_wait_to_be_finished(
     monkeypatch.setattr(attempt, "finish", held_finish)
 
     class OneAtATime(ScriptedExecutor):
-        """Each wait ends the oldest running worker; the fourth ending lets the finishers
-        go (the coordinator is then at its bound: nothing running, four finishing)."""
+        """Each wait ends the oldest running worker; the ``2 x jobs``-th ending lets the
+        finishers go (the coordinator is then at its bound: nothing running, all of them
+        finishing)."""
 
         ended = 0
 
@@ -157,14 +159,16 @@ def test_at_most_jobs_ended_attempts_wait_to_be_finished(
             oldest = next(iter(handles))
             oldest.outcome = succeeded()
             self.ended += 1
-            if self.ended == 4:
+            if self.ended == 2 * jobs:
                 release.set()
             return {oldest}
 
-    summary, _, executor = run(root, hang, executor=OneAtATime, problems=("p", "q", "r", "s"))
+    options = RunOptions(jobs=jobs)
+    problems = ("p", "q", "r", "s")
+    summary, _, executor = run(root, hang, executor=OneAtATime, options=options, problems=problems)
     assert summary.satisfied == 8
-    assert executor.max_running == 2
-    assert max(outstanding) == 4, outstanding
+    assert executor.max_running == jobs
+    assert max(outstanding) == 2 * jobs, outstanding
 
 
 def dead_owner(root: str, clock: Clock, lease_ns: int) -> int:

@@ -217,7 +217,7 @@ def _run(
                     continue
                 session.map_file.write_text(line_map.to_json())
                 config_file = sessions.write_config(
-                    session, workers.urls, line_map.seconds, settings
+                    session, workers.urls, line_map.all_seconds(), settings
                 )
                 sessions.initialise(
                     session,
@@ -235,7 +235,7 @@ def _run(
                     f"{module}: resuming, {so_far.done} of {so_far.total} mutants done", flush=True
                 )
                 config_file = sessions.write_config(
-                    session, workers.urls, line_map.seconds, settings
+                    session, workers.urls, line_map.all_seconds(), settings
                 )
             sessions.execute(session, copies[0], config_file, progress)
             progress.end()

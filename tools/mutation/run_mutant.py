@@ -14,7 +14,10 @@ kill, status 1. So does a child still running at the mutant's own limit, ``--flo
 seconds plus ``--factor`` times the map run's seconds of its tests: its process group is
 killed and ``run_mutant: timeout`` said (a hang, which the report counts among the
 timeouts). A mutant whose tests were not all timed has no limit of its own (cosmic-ray's
-session timeout still holds). Rules of this file: it writes nothing but its output and the marker's
+session timeout still holds). The child pytest dies with this process, so cosmic-ray's
+timeout, which kills this command's process group, leaves no pytest running.
+
+Rules of this file: it writes nothing but its output and the marker's
 temporary file; a map that does not fit the module is an error (status 3), never a silent
 full run.
 """
@@ -22,6 +25,7 @@ full run.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import signal
 import subprocess
@@ -77,7 +81,12 @@ def run_tests(tests: Sequence[str], cwd: Path | None = None, limit_s: float | No
         # on the command line in that order.
         command = [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, "-x", "-p", "no:xdist"]
         command += ["-p", "mutation.session_marker", *tests]
-        child = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)
+        # A process group of its own, so a timeout kills what the tests started too, and
+        # death with this process: cosmic-ray's backstop timeout kills this command's group,
+        # which the child has left.
+        child = subprocess.Popen(
+            command, env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent
+        )
         try:
             status = child.wait(limit_s)
         except subprocess.TimeoutExpired:
@@ -90,6 +99,17 @@ def run_tests(tests: Sequence[str], cwd: Path | None = None, limit_s: float | No
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
         return verdict(status, marker.exists())
+
+
+def _die_with_parent() -> None:
+    """In the child, before it runs pytest: be killed when this process dies (Linux's
+    ``PR_SET_PDEATHSIG``; elsewhere nothing)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+PR_SET_PDEATHSIG = 1
+"""From <linux/prctl.h>."""
 
 
 def verdict(status: int, finished: bool) -> int:

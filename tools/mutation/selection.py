@@ -92,6 +92,12 @@ class LineMap:
         timed = [self.durations.get(test) for test in tests]
         return None if any(t is None for t in timed) else sum(t for t in timed if t is not None)
 
+    def all_seconds(self) -> float:
+        """How long every candidate took in the map run: the larger of its wall time and
+        the sum of the tests' times (module fixtures count once in the first, per test in
+        the second)."""
+        return max(self.seconds, sum(self.durations.values()))
+
     def tests_for(
         self, changed: Iterable[int], statements: Sequence[range] = ()
     ) -> tuple[str, ...]:

@@ -86,8 +86,22 @@ def resumable(
     return bool(json.loads(meta.read_text()) == _meta(session, digest, changed, settings))
 
 
+BACKSTOP_MARGIN_S = 30.0
+"""How much longer cosmic-ray's own timeout is than the longest limit a mutant can have."""
+
+
 def write_config(session: Session, urls: list[str], seconds: float, settings: Settings) -> Path:
-    timeout = max(settings.timeout_floor, settings.timeout_factor * seconds)
+    """The session's cosmic-ray config. ``seconds``: how long every candidate test took in
+    the map run (the larger of its wall time and the sum of the tests' times). Each mutant
+    stops itself at its own limit (:mod:`mutation.run_mutant`: ``mutant_floor`` + factor x
+    its tests' seconds, never more than ``mutant_floor`` + factor x ``seconds``);
+    cosmic-ray's timeout, a backstop that kills the mutant's command (and with it its
+    pytest, see run_mutant), is longer than any such limit."""
+    timeout = (
+        max(settings.timeout_floor, settings.timeout_factor * seconds)
+        + settings.mutant_floor
+        + BACKSTOP_MARGIN_S
+    )
     command = (
         f"{sys.executable} tools/mutation/run_mutant.py --module {session.module}"
         f" --map {session.map_file}"
