@@ -13,6 +13,7 @@ seconds), ``attempt.start_many`` is wrapped to return it for one slot.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -243,3 +244,50 @@ def test_each_chunk_counts_the_records_of_the_chunks_before_it_exclusions_includ
         " WHERE json_extract(record_json, '$.applicable') = 0"
     )
     assert rows(root, excluded) == [(2,)]
+
+
+@pytest.mark.parametrize(("items", "chunks"), [(5_000, 1), (5_001, 2)])
+def test_registration_writes_at_most_5000_items_per_transaction(
+    root: str, items: int, chunks: int
+) -> None:
+    """SPEC.md section 15.2: every slot not yet registered is registered "by
+    `register_many` (section 6) in chunks of 5,000 items, one transaction each": 5,000 new
+    slots take one chunk, 5,001 two."""
+    problems = tuple(f"p{i}" for i in range(items))
+    with RunStore.open(root) as store:
+        counted = Counted(store)
+        _, new, _ = register(counted, campaign(candidates=("a",), problems=problems))  # type: ignore[arg-type]
+    assert (new, counted.calls, counted.refused) == (items, chunks, 0)
+
+
+@pytest.mark.parametrize("jobs", [3, 10])
+def test_at_most_min_jobs_8_finisher_threads_finish_at_once(
+    root: str, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """SPEC.md section 15.4: an ended attempt goes to "one of `min(--jobs, 8)` finisher
+    threads". Every worker ends at once and each finisher holds its attempt until as many
+    as that hold one (and 0.3 s more, for one too many to show): never more at once."""
+    expected = min(jobs, 8)
+    lock, release = threading.Lock(), threading.Event()
+    holding, most = 0, 0
+    real_finish = attempt.finish
+
+    def held_finish(*args: Any) -> Any:
+        nonlocal holding, most
+        with lock:
+            holding += 1
+            most = max(most, holding)
+            if holding == expected:
+                threading.Timer(0.3, release.set).start()
+        assert release.wait(30), "fewer finishers than expected ever held an attempt"
+        with lock:
+            holding -= 1
+        return real_finish(*args)
+
+    monkeypatch.setattr(attempt, "finish", held_finish)
+    problems = tuple(f"p{i}" for i in range(5))
+    summary, _, _ = run(
+        root, always(succeeded()), options=coordinator.RunOptions(jobs=jobs), problems=problems
+    )
+    assert summary.satisfied == 10
+    assert most == expected

@@ -8,6 +8,7 @@ controlled clock (conformance/runner/world.py)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Collection
 from typing import Any
 
@@ -26,6 +27,7 @@ from runstore.store import RunStore as StoreHandle
 from conformance.closed_store import rows
 from conformance.runner.world import SECOND
 from conformance.runner.world import Clock
+from conformance.runner.world import Events
 from conformance.runner.world import Handle
 from conformance.runner.world import ScriptedExecutor
 from conformance.runner.world import always
@@ -35,6 +37,7 @@ from conformance.runner.world import run
 from conformance.runner.world import succeeded
 
 MILLISECOND = 10**6
+ONE_PAIR: dict[str, Any] = {"candidates": ("a",), "problems": ("p",)}
 
 
 def hang(order: WorkOrder, nth: int) -> WorkResult | None:
@@ -389,3 +392,34 @@ def test_while_workers_run_and_one_finishes_the_loop_polls_every_10_ms(
     assert held == [pytest.approx(0.01, abs=1e-6)], executor.waits
     before = [timeout for timeout, when in executor.waits if when == "before"]
     assert before == [1.0] * 5, executor.waits
+
+
+def test_a_stop_is_reported_while_the_run_only_waits_for_a_finisher(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC.md section 15.5: "`stopping` is reported within a second, also while the run
+    only waits for attempts being finished (those finish)". The one worker has ended and
+    its finisher holds the attempt; the stop comes 0.2 s later, while the loop waits on
+    the finisher alone, and ``stopping`` is reported before the finisher lets go (it waits
+    up to 10 s for it); the attempt is then accepted."""
+    stop, reported = threading.Event(), threading.Event()
+    seen_while_held: list[bool] = []
+    real_finish = attempt.finish
+
+    def held_finish(*args: Any) -> Any:
+        time.sleep(0.2)  # the loop is waiting on this finisher by now
+        stop.set()
+        seen_while_held.append(reported.wait(10))
+        return real_finish(*args)
+
+    class Watched(Events):
+        def __call__(self, event: str, fields: dict[str, object]) -> None:
+            super().__call__(event, fields)
+            if event == "stopping":
+                reported.set()
+
+    monkeypatch.setattr(attempt, "finish", held_finish)
+    summary, events, _ = run(root, always(succeeded()), stop=stop, events=Watched(), **ONE_PAIR)
+    assert seen_while_held == [True]
+    assert summary.stopped and summary.accepted == 1
+    assert [name for name, _ in events.events][-2:] == ["attempt_finished", "summary"]

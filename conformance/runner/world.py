@@ -212,13 +212,15 @@ def run(
     options: RunOptions | None = None,
     stop: threading.Event | None = None,
     executor: type[ScriptedExecutor] = ScriptedExecutor,
+    events: Events | None = None,
     **campaign_options: object,
 ) -> tuple[RunSummary, Events, ScriptedExecutor]:
     """Run ``campaign(**campaign_options)`` in the store at ``root`` (``--jobs 2`` unless
-    ``options``) through an ``executor`` following ``script``, on ``clock``."""
+    ``options``) through an ``executor`` following ``script``, on ``clock``, reporting to
+    ``events`` (a new :class:`Events` unless given)."""
     clock = clock or Clock()
     scripted = executor(script, clock)
-    events = Events()
+    events = events or Events()
     with RunStore.open(root) as store:
         summary = run_campaign(
             store,

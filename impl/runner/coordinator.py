@@ -69,9 +69,9 @@ MAX_FINISHERS = 8
 """The most finisher threads (each with its own store handle) one run uses: ``--jobs``,
 up to this."""
 
-FINISHING_POLL_NS = 10_000_000
-"""How often the loop looks for ended finishers while it also waits for workers: its
-shortest wait (:meth:`_Loop._timeout_s` never waits less)."""
+FINISHING_POLL_S = 0.01
+"""How often the loop looks for ended finishers while it also waits for workers, in
+seconds: its shortest wait (:meth:`_Loop._timeout_s` never waits less)."""
 
 Finishing = attempt.Finished | RunStoreError
 """What a finisher thread hands back: the committed outcome, or the refusal that says the
@@ -451,15 +451,16 @@ class _Loop:
 
     def _timeout_s(self) -> float:
         """Until the next renewal or waiting slot is due: at least 10 ms, at most 1 s
-        (none when there is nothing to wait for)."""
+        (none when there is nothing to wait for); 10 ms while attempts are being finished
+        beside running workers (a finisher's end cannot wake the executor's wait)."""
+        if self.finishing and self.running:
+            return FINISHING_POLL_S
         deadlines = [
             due for due in (self.keeper.next_due_ns(), self.schedule.next_due()) if due is not None
         ]
-        if self.finishing and self.running:  # a finisher's end cannot wake the executor's wait
-            deadlines.append(self.clock() + FINISHING_POLL_NS)
         if not deadlines:
             return 0.0
-        return max(0.01, min(1.0, (min(deadlines) - self.clock()) / 1e9))
+        return max(FINISHING_POLL_S, min(1.0, (min(deadlines) - self.clock()) / 1e9))
 
 
 def _unsatisfied(store: RunStore, applicable: list[SlotPlan]) -> list[str]:
