@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from runstore import RunStore
 from runstore.errors import BusyError
@@ -35,6 +36,7 @@ from runstore.runner.executor import WorkResult
 from conformance.closed_store import rows
 from conformance.runner.world import SECOND
 from conformance.runner.world import Clock
+from conformance.runner.world import Counting
 from conformance.runner.world import always
 from conformance.runner.world import campaign
 from conformance.runner.world import input_file
@@ -149,11 +151,16 @@ def test_an_input_changed_before_the_start_fails_the_attempt_without_a_worker(
     with RunStore.open(root) as store:
         register(store, campaign(files=(data,), **ONE_SLOT))  # type: ignore[arg-type]
     Path(data.source).write_bytes(b"edited bytes!!!!")  # same size, another digest
-    summary, events, executor = run(root, always(succeeded()), files=(data,), **ONE_SLOT)
+    summary, events, executor = run(
+        root, always(succeeded()), executor=Counting, files=(data,), **ONE_SLOT
+    )
     (finished,) = events.named("attempt_finished")
     assert (finished["failure_code"], finished["logs"]) == ("input_changed", {})
     assert executor.orders == [] and summary.failed == 1
     assert rows(root, "SELECT count(*) FROM leases WHERE released_at_ns IS NULL") == [(0,)]
+    # SPEC.md section 15.4: "with nothing due the loop does not wait": nothing ran, nothing
+    # is held, so the run ends without sleeping.
+    assert isinstance(executor, Counting) and set(executor.timeouts) <= {0.0}
 
 
 def test_a_result_that_reaches_the_writer_after_the_lease_expired_is_lease_lost(
@@ -291,3 +298,19 @@ def test_at_most_min_jobs_8_finisher_threads_finish_at_once(
     )
     assert summary.satisfied == 10
     assert most == expected
+
+
+def test_new_repetitions_of_registered_pairs_add_nothing_to_held(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC.md section 15.2: ``held`` counts "the decisions and runs of the campaign's
+    candidates that the plan was made from, plus those of the chunks before it". Two more
+    repetitions of four registered pairs are eight new slots of runs already held: with
+    chunks of 2 items, every chunk passes the same count and none is refused."""
+    monkeypatch.setattr(coordinator, "REGISTRATION_CHUNK", 2)
+    with RunStore.open(root) as store:
+        register(store, campaign())
+        counted = Counted(store)
+        more = attrs.evolve(campaign(), repetitions=3)
+        _, new, _ = register(counted, more)  # type: ignore[arg-type]
+    assert (new, counted.calls, counted.refused) == (8, 4, 0)

@@ -7,6 +7,7 @@ controlled clock (conformance/runner/world.py)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Collection
@@ -27,6 +28,7 @@ from runstore.store import RunStore as StoreHandle
 from conformance.closed_store import rows
 from conformance.runner.world import SECOND
 from conformance.runner.world import Clock
+from conformance.runner.world import Counting
 from conformance.runner.world import Events
 from conformance.runner.world import Handle
 from conformance.runner.world import ScriptedExecutor
@@ -182,18 +184,6 @@ def dead_owner(root: str, clock: Clock, lease_ns: int) -> int:
         started = attempt.start(store, plans[0], FirstAttempt(), lease_ns, clock)
         assert isinstance(started, attempt.Started)
     return started.started_at_ns + lease_ns
-
-
-class Counting(ScriptedExecutor):
-    """Keeps the timeout of every wait."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.timeouts: list[float] = []
-
-    def wait(self, handles: Collection[Handle], timeout_s: float) -> set[Handle]:
-        self.timeouts.append(timeout_s)
-        return super().wait(handles, timeout_s)
 
 
 def resume(root: str, clock: Clock) -> tuple[list[tuple[str, dict[str, object]]], list[float]]:
@@ -423,3 +413,27 @@ def test_a_stop_is_reported_while_the_run_only_waits_for_a_finisher(
     assert seen_while_held == [True]
     assert summary.stopped and summary.accepted == 1
     assert [name for name, _ in events.events][-2:] == ["attempt_finished", "summary"]
+
+
+def test_a_wait_that_is_over_before_it_is_announced_is_not_announced(root: str) -> None:
+    """SPEC.md section 15.7: ``waiting_for_leases`` comes "never for a wait already over".
+    The loop decides what is due on one clock sample and what to announce on a later one;
+    here the clock jumps an hour at the second (time passing between them, as on a loaded
+    machine), so the only wait is over when it would be announced: no event, and the next
+    pass recovers the slot."""
+
+    class Jumps(Clock):
+        jumped = False
+
+        def __call__(self) -> int:
+            if not self.jumped and sys._getframe(1).f_code.co_name == "_announce_waiting":
+                self.jumped = True
+                self.now += 3600 * SECOND
+            return super().__call__()
+
+    clock = Jumps()
+    dead_owner(root, clock, 30 * SECOND)
+    events, _ = resume(root, clock)
+    assert clock.jumped
+    assert [name for name, _ in events if name == "waiting_for_leases"] == []
+    assert [f["terminals"] for name, f in events if name == "recovered"] == [0, 1]

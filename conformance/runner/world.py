@@ -191,6 +191,18 @@ class ScriptedExecutor:
             handle.cancel()
 
 
+class Counting(ScriptedExecutor):
+    """Keeps the timeout of every wait."""
+
+    def __init__(self, script: Script, clock: Clock) -> None:
+        super().__init__(script, clock)
+        self.timeouts: list[float] = []
+
+    def wait(self, handles: Collection[Handle], timeout_s: float) -> set[Handle]:
+        self.timeouts.append(timeout_s)
+        return super().wait(handles, timeout_s)
+
+
 class Events:
     """A reporter that keeps every event."""
 
