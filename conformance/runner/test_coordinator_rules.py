@@ -7,6 +7,7 @@ controlled clock (conformance/runner/world.py)."""
 
 from __future__ import annotations
 
+import datetime
 import sys
 import threading
 import time
@@ -228,6 +229,10 @@ def test_waiting_for_leases_is_reported_once_for_one_wait(root: str) -> None:
     events, _ = resume(root, clock)
     waiting = [fields for name, fields in events if name == "waiting_for_leases"]
     assert [(w["slots"], w["until_ns"]) for w in waiting] == [(1, expiry)]
+    # `until` is "the same instant as ISO 8601 UTC with milliseconds, truncated" (the
+    # form of every event's `time`).
+    second = datetime.datetime.fromtimestamp(expiry // SECOND, datetime.UTC)
+    assert waiting[0]["until"] == f"{second:%Y-%m-%dT%H:%M:%S}.{expiry // 10**6 % 1000:03d}Z"
     names = [name for name, _ in events]
     assert names.index("waiting_for_leases") < len(names) - 1 - names[::-1].index("recovered")
 
@@ -433,7 +438,10 @@ def test_a_wait_that_is_over_before_it_is_announced_is_not_announced(root: str) 
 
     clock = Jumps()
     dead_owner(root, clock, 30 * SECOND)
-    events, _ = resume(root, clock)
+    events, timeouts = resume(root, clock)
     assert clock.jumped
     assert [name for name, _ in events if name == "waiting_for_leases"] == []
     assert [f["terminals"] for name, f in events if name == "recovered"] == [0, 1]
+    # SPEC.md section 15.5: a wait ends when the next lease expiry is due; this one is an
+    # hour overdue, so the wait is the shortest, 10 ms.
+    assert timeouts[0] == pytest.approx(0.01, abs=1e-6), timeouts
