@@ -16,7 +16,6 @@ from runstore.requests import FirstAttempt
 from runstore.runner import attempt
 from runstore.runner.campaign import SlotKind
 from runstore.runner.coordinator import RunOptions
-from runstore.runner.coordinator import RunSummary
 from runstore.runner.coordinator import register
 from runstore.runner.coordinator import run_campaign
 from runstore.runner.executor import WorkOrder
@@ -33,17 +32,9 @@ from conformance.runner.world import ScriptedExecutor
 from conformance.runner.world import always
 from conformance.runner.world import campaign
 from conformance.runner.world import result
+from conformance.runner.world import resumed
 from conformance.runner.world import run
 from conformance.runner.world import succeeded
-
-
-def resumed(root: str, clock: Clock) -> tuple[RunSummary, Events, ScriptedExecutor]:
-    """``run --resume --retry-failed 1`` of the one-slot campaign ``a x p``, every worker
-    succeeding."""
-    options = RunOptions(jobs=1, resume=True, retry_failed=1)
-    return run(
-        root, always(succeeded()), clock=clock, options=options, candidates=("a",), problems=("p",)
-    )
 
 
 def test_a_campaign_runs_every_slot_to_one_accepted_attempt(root: str) -> None:
@@ -378,15 +369,7 @@ def test_resume_judges_waiting_slots_at_the_instant_recovery_did(root: str) -> N
             started = attempt.start(store, slot, FirstAttempt(), lease_ns, clock)
             assert isinstance(started, attempt.Started)
             assert started.started_at_ns + lease_ns == expiry + i * SECOND // 5
-    options = RunOptions(jobs=1, resume=True, retry_failed=1)
-    summary, events, _ = run(
-        root,
-        always(succeeded()),
-        clock=clock,
-        options=options,
-        candidates=("a",),
-        problems=problems,
-    )
+    summary, events, _ = resumed(root, clock, problems)
     assert summary.left == ()
     assert summary.unsatisfied == ()
     assert sum(r["terminals"] for r in events.named("recovered")) == len(problems)

@@ -29,13 +29,13 @@ from runstore.store import RunStore as StoreHandle
 from conformance.closed_store import rows
 from conformance.runner.world import SECOND
 from conformance.runner.world import Clock
-from conformance.runner.world import Counting
 from conformance.runner.world import Events
 from conformance.runner.world import Handle
 from conformance.runner.world import ScriptedExecutor
 from conformance.runner.world import always
 from conformance.runner.world import campaign
 from conformance.runner.world import result
+from conformance.runner.world import resumed
 from conformance.runner.world import run
 from conformance.runner.world import succeeded
 
@@ -188,19 +188,10 @@ def dead_owner(root: str, clock: Clock, lease_ns: int) -> int:
 
 
 def resume(root: str, clock: Clock) -> tuple[list[tuple[str, dict[str, object]]], list[float]]:
-    """``run --resume --retry-failed 1`` of ``a x p``: its events, and its waits' timeouts."""
-    options = RunOptions(jobs=1, resume=True, retry_failed=1)
-    summary, events, executor = run(
-        root,
-        always(succeeded()),
-        clock=clock,
-        options=options,
-        executor=Counting,
-        candidates=("a",),
-        problems=("p",),
-    )
+    """``run --resume --retry-failed 1`` of ``a x p``, which must satisfy it: its events,
+    and its waits' timeouts."""
+    summary, events, executor = resumed(root, clock)
     assert summary.unsatisfied == ()
-    assert isinstance(executor, Counting)
     return events.events, executor.timeouts
 
 

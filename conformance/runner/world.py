@@ -249,3 +249,22 @@ def run(
 def always(work: WorkResult) -> Script:
     """A script whose every worker ends with ``work``."""
     return lambda order, nth: work
+
+
+def resumed(
+    root: str, clock: Clock, problems: tuple[str, ...] = ("p",)
+) -> tuple[RunSummary, Events, Counting]:
+    """``run --resume --retry-failed 1`` of candidate ``a`` on ``problems`` (one slot each),
+    every worker succeeding, through a :class:`Counting` executor (its waits' timeouts)."""
+    options = RunOptions(jobs=1, resume=True, retry_failed=1)
+    summary, events, executor = run(
+        root,
+        always(succeeded()),
+        clock=clock,
+        options=options,
+        executor=Counting,
+        candidates=("a",),
+        problems=problems,
+    )
+    assert isinstance(executor, Counting)
+    return summary, events, executor
