@@ -77,7 +77,7 @@ Finishing = attempt.Finished | RunStoreError
 """What a finisher thread hands back: the committed outcome, or the refusal that says the
 coordinator lost the attempt."""
 
-BACKSTOP_NS = 60 * 10**9
+BACKSTOP_NS = 60_000_000_000
 """How long past its time limit a worker may stay unfinished before the coordinator
 cancels it itself (the executor enforces the limit; this guards against one that does
 not)."""
