@@ -132,3 +132,12 @@ def test_a_timeout_of_its_own_counts_among_the_timeouts(tmp_path: Path) -> None:
     result = results.read_result("impl/x.py", database, 1.0, {})
     assert result.timeouts == 2
     assert [m.fate for m in result.mutants] == ["killed"] * 3
+
+
+def test_the_parent_death_signal_option_is_the_kernels() -> None:
+    """tools/mutate's ``PR_SET_PDEATHSIG`` is the value impl/runner/supervise.py uses, which
+    conformance/opening/test_kernel_constants.py pins against <linux/prctl.h> and a table
+    citing the kernel source (issue 34: every kernel constant the code uses is pinned)."""
+    from runstore.runner import supervise
+
+    assert run_mutant.PR_SET_PDEATHSIG == supervise._PR_SET_PDEATHSIG == 1
