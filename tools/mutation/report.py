@@ -142,7 +142,8 @@ def _html(results: Sequence[ModuleResult], scope: str, baselines: Mapping[str, B
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Mutation report</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;"
-        "text-align:right}td:first-child,table.index td,table.index th{text-align:left}"
+        "text-align:right}td:first-child,th:first-child,"
+        "table.index td,table.index th{text-align:left}"
         "table.index code{white-space:pre-wrap}pre{background:#f4f4f4;padding:6px}"
         ".error{color:#a00}</style></head><body>"
         f"<h1>Mutation report ({html.escape(scope)})</h1>"
