@@ -25,6 +25,7 @@ full run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import signal
@@ -90,15 +91,21 @@ def run_tests(tests: Sequence[str], cwd: Path | None = None, limit_s: float | No
         try:
             status = child.wait(limit_s)
         except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+            _kill_group(child)
             print(f"{TIMED_OUT}: the tests ran past {limit_s:.0f} s", flush=True)
             return 1
         finally:
             if child.returncode is None:  # interrupted: leave no pytest behind
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+                _kill_group(child)
         return verdict(status, marker.exists())
+
+
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``child``'s process group (gone already if the child and everything it
+    started ended just now) and reap the child."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
 
 
 def _die_with_parent() -> None:
